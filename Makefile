@@ -1,0 +1,31 @@
+# onestack: the two commands of the README are `make stack` and `make test`.
+# Each sets up what it needs first (`make setup`), idempotently.
+SHELL := /bin/bash
+ONESTACK := bin/onestack
+# Which flavors to build and publish, e.g. FLAVORS="qe/openblas-mpich";
+# empty = the `build` list of each environments/<app>.yaml.
+FLAVORS ?=
+PYTEST_ARGS ?=
+
+.PHONY: setup mirror stack test where rollback
+
+setup:
+	@bash setup/apt.sh
+	@bash setup/spack.sh
+	@$(ONESTACK) site
+
+mirror: setup
+	@$(ONESTACK) mirror $(FLAVORS)
+
+stack: setup
+	@$(ONESTACK) build $(FLAVORS)
+	@$(ONESTACK) publish $(FLAVORS)
+
+test: stack
+	@. setup/env.sh && "$$ONESTACK_VENV/bin/python" -m pytest $(PYTEST_ARGS)
+
+where:
+	@$(ONESTACK) where
+
+rollback:
+	@$(ONESTACK) rollback

@@ -1,0 +1,5 @@
+import sys
+
+from onestack.cli import main
+
+sys.exit(main())

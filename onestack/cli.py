@@ -1,0 +1,76 @@
+"""onestack's command line; the Makefile is its front door (see README.md)."""
+
+import argparse
+import sys
+
+from onestack import flavors, lmod, mirror, paths, publish, site, spack
+
+
+def _selected(args) -> list:
+    return flavors.select(flavors.load(), args.flavors)
+
+
+def cmd_render(args) -> None:
+    out = flavors.render(_selected(args))
+    print(f"==> render: {out.relative_to(paths.REPO)}")
+
+
+def cmd_site(args) -> None:
+    site.write_mirror_config()
+    site.detect_externals()
+
+
+def cmd_mirror(args) -> None:
+    flavors.render(_selected(args))
+    spack.run("concretize", "-f", quiet=True)
+    mirror.fill(require_all=args.offline, rebuild=args.rebuild)
+
+
+def cmd_build(args) -> None:
+    selected = _selected(args)
+    flavors.render(selected)
+    spack.run("concretize", "-f", quiet=True)
+    mirror.fill(require_all=args.offline)
+    spack.run("install", "--fail-fast")
+
+
+def cmd_publish(args) -> None:
+    publish.publish(_selected(args))
+    print(f"\nTo use it:\n  source {publish.init_script()}; module load {_selected(args)[0].module_name}")
+
+
+def cmd_where(args) -> None:
+    print(publish.init_script())
+
+
+def cmd_rollback(args) -> None:
+    publish.rollback()
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="onestack", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, func, helptext in [
+        ("render", cmd_render, "validate environments/*.yaml and render .generated/flavors.yaml"),
+        ("site", cmd_site, "detect this machine's externals into the site scope"),
+        ("mirror", cmd_mirror, "fill the offline source mirror (verified by sha256)"),
+        ("build", cmd_build, "concretize and install the selected flavors"),
+        ("publish", cmd_publish, "generate a new module tree release and make it live"),
+        ("where", cmd_where, "print the init script of the live module tree"),
+        ("rollback", cmd_rollback, "make the previous release live again"),
+    ]:
+        p = sub.add_parser(name, help=helptext)
+        p.set_defaults(func=func)
+        p.add_argument("flavors", nargs="*", help="app/flavor names (default: each app's build list)")
+        p.add_argument("--offline", action="store_true",
+                       help="a source missing from the mirror is an error, not a download")
+        p.add_argument("--rebuild", action="store_true",
+                       help="mirror: also the sources of installed specs (for a rebuild from scratch)")
+    args = parser.parse_args(argv)
+    try:
+        args.func(args)
+    except (flavors.InputError, mirror.MirrorError, spack.SpackError, publish.PublishError,
+            lmod.LmodError, paths.SetupError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,235 @@
+"""The stack's flavor data: environments/components.yaml (compilers, MPIs,
+math libraries) and one environments/<app>.yaml per application.
+
+Everything is validated (JSON schema, then cross-references) before Spack
+sees it; an error names the file, the key and what is allowed.
+"""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import jsonschema
+import yaml
+
+from onestack import paths
+
+COMPONENTS_FILE = "components.yaml"
+SCHEMA_FILE = "schema.json"
+
+
+class InputError(ValueError):
+    """Bad stack data; str() is the message for the site engineer."""
+
+
+@dataclass(frozen=True)
+class Application:
+    file: Path
+    module: str
+    spack: str
+    variants: str
+    description: str
+    usage: str
+    default_flavor: str
+    build: tuple
+
+    @property
+    def package(self) -> str:
+        """The Spack package name, e.g. quantum-espresso."""
+        return self.spack.split("@")[0].split()[0]
+
+
+@dataclass(frozen=True)
+class Flavor:
+    app: Application
+    name: str
+    compiler: str
+    compiler_spec: str
+    mpi: str
+    mpi_spec: str
+    mpi_abi: str
+    math: str
+    providers: tuple  # ((virtual, package), ...)
+
+    @property
+    def module_name(self) -> str:
+        """What users load, e.g. qe/openblas-mpich."""
+        return f"{self.app.module}/{self.name}"
+
+    @property
+    def is_default(self) -> bool:
+        return self.name == self.app.default_flavor
+
+    def spack_spec(self) -> str:
+        """The abstract Spack spec that builds this flavor."""
+        by_package: Dict[str, List[str]] = {}
+        for virtual, package in self.providers:
+            by_package.setdefault(package, []).append(virtual)
+        deps = [f"^[virtuals=mpi] {self.mpi_spec}"] + [
+            f"^[virtuals={','.join(virtuals)}] {package}" for package, virtuals in by_package.items()
+        ]
+        return " ".join([self.app.spack, self.app.variants, f"%{self.compiler_spec}", *deps]).strip()
+
+    def projection(self) -> Dict[str, str]:
+        """Spack module projection naming this flavor's application module.
+
+        The MPI and compiler are already levels of the Lmod hierarchy, so the
+        math library is what tells two flavors apart inside one MPI branch.
+        """
+        blas = dict(self.providers)["blas"]
+        key = f"{self.app.package} ^[virtuals=blas] {blas}"
+        return {key: f"{{name}}/{{version}}-{self.math}"}
+
+
+def _location(file: Path) -> str:
+    try:
+        return str(file.relative_to(paths.REPO))
+    except ValueError:
+        return str(file)
+
+
+def _load_yaml(file: Path) -> dict:
+    try:
+        data = yaml.safe_load(file.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        raise InputError(
+            f"{_location(file)}: not valid YAML{where}: {getattr(err, 'problem', err)}"
+        ) from None
+    if not isinstance(data, dict):
+        raise InputError(f"{_location(file)}: expected a mapping of keys at the top level")
+    return data
+
+
+def _schema_errors(file: Path, data: dict, definition: str) -> None:
+    schema = json.loads((Path(__file__).parent.parent / "environments" / SCHEMA_FILE).read_text())
+    schema = {**schema, "$ref": f"#/$defs/{definition}"}
+    errors = sorted(
+        jsonschema.Draft202012Validator(schema).iter_errors(data), key=lambda e: list(e.path)
+    )
+    if not errors:
+        return
+    lines = [f"{_location(file)}: {len(errors)} problem(s):"]
+    for err in errors:
+        key = ".".join(str(p) for p in err.absolute_path) or "(top level)"
+        hint = ""
+        if err.validator == "additionalProperties" and "properties" in err.schema:
+            hint = f"; allowed keys: {', '.join(err.schema['properties'])}"
+        lines.append(f"  {key}: {err.message}{hint}")
+    raise InputError("\n".join(lines))
+
+
+def _check_choice(file: Path, key: str, value: str, allowed, what: str, where: str) -> None:
+    if value not in allowed:
+        raise InputError(
+            f"{_location(file)}: {key}: unknown {what} '{value}'; "
+            f"allowed: {', '.join(sorted(allowed)) or '(none)'} ({where})"
+        )
+
+
+def load_components(env_dir: Path) -> dict:
+    file = env_dir / COMPONENTS_FILE
+    if not file.is_file():
+        raise InputError(f"{_location(file)}: missing: it defines the compilers, MPIs and math")
+    data = _load_yaml(file)
+    _schema_errors(file, data, "components")
+    return data
+
+
+def _load_application(file: Path, components: dict) -> List[Flavor]:
+    data = _load_yaml(file)
+    _schema_errors(file, data, "application")
+    app = Application(
+        file=file,
+        module=data["module"],
+        spack=data["spack"],
+        variants=data.get("variants", ""),
+        description=data["description"],
+        usage=data["usage"],
+        default_flavor=data["default_flavor"],
+        build=tuple(data["build"]),
+    )
+    names = data["flavors"]
+    _check_choice(file, "default_flavor", app.default_flavor, names, "flavor", "keys of flavors")
+    for i, name in enumerate(app.build):
+        _check_choice(file, f"build[{i}]", name, names, "flavor", "keys of flavors")
+    where = f"defined in {_location(file.parent / COMPONENTS_FILE)}"
+    flavors = []
+    for name, entry in names.items():
+        key = f"flavors.{name}"
+        _check_choice(file, f"{key}.compiler", entry["compiler"], components["compilers"], "compiler", where)
+        _check_choice(file, f"{key}.mpi", entry["mpi"], components["mpis"], "MPI", where)
+        _check_choice(file, f"{key}.math", entry["math"], components["math"], "math library", where)
+        mpi = components["mpis"][entry["mpi"]]
+        flavors.append(
+            Flavor(
+                app=app,
+                name=name,
+                compiler=entry["compiler"],
+                compiler_spec=components["compilers"][entry["compiler"]]["spec"],
+                mpi=entry["mpi"],
+                mpi_spec=mpi["spec"],
+                mpi_abi=mpi["abi"],
+                math=entry["math"],
+                providers=tuple(components["math"][entry["math"]]["providers"].items()),
+            )
+        )
+    return flavors
+
+
+def load(env_dir: Optional[Path] = None) -> List[Flavor]:
+    """Every flavor of every application, validated."""
+    env_dir = env_dir or paths.environments_dir()
+    components = load_components(env_dir)
+    flavors: List[Flavor] = []
+    modules: Dict[str, Path] = {}
+    for file in sorted(env_dir.glob("*.yaml")):
+        if file.name == COMPONENTS_FILE:
+            continue
+        app_flavors = _load_application(file, components)
+        module = app_flavors[0].app.module
+        if module in modules:
+            raise InputError(
+                f"{_location(file)}: module: '{module}' is already the module of "
+                f"{_location(modules[module])}; each application needs its own name"
+            )
+        modules[module] = file
+        flavors.extend(app_flavors)
+    if not flavors:
+        raise InputError(f"{_location(env_dir)}: no application files (<app>.yaml) found")
+    return flavors
+
+
+def select(flavors: List[Flavor], wanted: Optional[List[str]] = None) -> List[Flavor]:
+    """The flavors to build: those named (app/flavor), else each app's `build` list."""
+    if not wanted:
+        return [f for f in flavors if f.name in f.app.build]
+    by_name = {f.module_name: f for f in flavors}
+    unknown = [w for w in wanted if w not in by_name]
+    if unknown:
+        raise InputError(
+            f"unknown flavor(s) {', '.join(unknown)}; the flavors defined in "
+            f"{_location(paths.environments_dir())}/ are: {', '.join(sorted(by_name))}"
+        )
+    return [by_name[w] for w in wanted]
+
+
+def render(selected: List[Flavor], out_dir: Optional[Path] = None) -> Path:
+    """Write the Spack config for the selected flavors (included by spack.yaml)."""
+    out_dir = out_dir or paths.generated_dir()
+    projections: Dict[str, str] = {}
+    for flavor in selected:
+        projections.update(flavor.projection())
+    config = {
+        "definitions": [{"flavors": [f.spack_spec() for f in selected]}],
+        "modules": {"default": {"lmod": {"projections": projections}}},
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / "flavors.yaml"
+    tmp = out.with_suffix(".tmp")
+    header = "# Generated by `onestack render` from environments/*.yaml: do not edit.\n"
+    tmp.write_text(header + yaml.safe_dump(config, sort_keys=False, width=200))
+    tmp.replace(out)
+    return out

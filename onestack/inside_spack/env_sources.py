@@ -1,0 +1,36 @@
+# Runs inside `spack python` (see onestack/spack.py:query). Prints, as JSON, every
+# source archive and patch the active environment's non-external specs need,
+# with its sha256 and its content-addressed path in a Spack mirror.
+import json
+
+import spack.environment
+import spack.mirrors.layout
+
+env = spack.environment.active_environment()
+sources = []
+seen = set()
+for spec in env.all_specs():
+    if spec.external or not spec.concrete:
+        continue
+    pkg = spec.package
+    fetchers = [("source", pkg.fetcher)] if pkg.has_code else []
+    fetchers += [("patch", p.fetcher()) for p in spec.patches if hasattr(p, "url")]
+    for kind, fetcher in fetchers:
+        digest = getattr(fetcher, "digest", None)
+        if not digest or digest in seen:
+            continue
+        seen.add(digest)
+        layout = spack.mirrors.layout.default_mirror_layout(
+            fetcher, spec.name, spec if kind == "source" else None
+        )
+        sources.append(
+            {
+                "spec": spec.format("{name}@{version}"),
+                "kind": kind,
+                "sha256": digest,
+                "url": getattr(fetcher, "url", None),
+                "mirror_path": layout.path,
+                "installed": spec.installed,
+            }
+        )
+print(json.dumps(sources))

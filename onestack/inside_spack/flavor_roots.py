@@ -1,0 +1,34 @@
+# Runs inside `spack python` (see onestack/spack.py:query). Argument: a JSON list
+# of abstract flavor specs. Prints, as JSON, for each the concrete root that
+# satisfies it: its hash and those of its compiler, MPI and math providers.
+import json
+import sys
+
+import spack.environment
+import spack.spec
+
+env = spack.environment.active_environment()
+roots = [concrete for _, concrete in env.concretized_specs()]
+
+
+def describe(node):
+    return {"hash": node.dag_hash(), "name": node.name, "version": str(node.version)}
+
+
+result = {}
+for abstract in json.loads(sys.argv[1]):
+    wanted = spack.spec.Spec(abstract)
+    match = next((r for r in roots if r.satisfies(wanted)), None)
+    if match is None:
+        result[abstract] = None
+        continue
+    compiler = match.dependencies(virtuals=("fortran",)) or match.dependencies(virtuals=("c",))
+    result[abstract] = {
+        **describe(match),
+        "installed": match.installed,
+        "prefix": match.prefix,
+        "compiler": describe(compiler[0]),
+        "mpi": describe(match["mpi"]),
+        "providers": {v: describe(match[v]) for v in ("blas", "lapack", "scalapack", "fftw-api")},
+    }
+print(json.dumps(result))

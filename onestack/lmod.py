@@ -1,0 +1,59 @@
+"""Lmod, as installed by the OS (apt `lmod`): its init scripts and the tools
+it ships to lint a tree and build the spider cache."""
+
+import os
+import subprocess
+from pathlib import Path
+from typing import List
+
+# Where distributions install Lmod; LMOD_ROOT overrides for a site's own build.
+_CANDIDATES = ("/usr/share/lmod/lmod", "/opt/apps/lmod/lmod", "/usr/local/lmod/lmod")
+
+
+class LmodError(RuntimeError):
+    pass
+
+
+def root() -> Path:
+    for candidate in [os.environ.get("LMOD_ROOT"), os.environ.get("LMOD_PKG"), *_CANDIDATES]:
+        if candidate and (Path(candidate) / "init" / "bash").is_file():
+            return Path(candidate)
+    raise LmodError("Lmod not found: install it (`make setup` does) or set LMOD_ROOT")
+
+
+def init_dir() -> Path:
+    return root() / "init"
+
+
+def check_syntax(dirs: List[Path]) -> None:
+    """Lmod's own linter over each module directory."""
+    tool = root() / "libexec" / "check_module_tree_syntax"
+    for directory in dirs:
+        proc = subprocess.run([str(tool), str(directory)], text=True, capture_output=True)
+        if proc.returncode != 0 or proc.stdout.strip() or "Error" in proc.stderr:
+            raise LmodError(f"check_module_tree_syntax {directory}:\n{proc.stdout}{proc.stderr}")
+
+
+def build_spider_cache(cache_dir: Path, modulepath: List[Path]) -> None:
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tool = root() / "libexec" / "update_lmod_system_cache_files"
+    proc = subprocess.run(
+        [str(tool), "-d", str(cache_dir), "-t", str(cache_dir / "timestamp"), ":".join(map(str, modulepath))],
+        text=True, capture_output=True,
+    )
+    if proc.returncode != 0:
+        raise LmodError(f"update_lmod_system_cache_files failed:\n{proc.stdout}{proc.stderr}")
+
+
+def clean_shell(init: Path, commands: str) -> subprocess.CompletedProcess:
+    """Run bash commands in a clean environment after sourcing a tree's init script."""
+    env = {"HOME": os.environ.get("HOME", "/"), "PATH": "/usr/bin:/bin", "TERM": "dumb"}
+    script = f"set -e\nsource '{init}'\n{commands}\n"
+    return subprocess.run(["bash", "--noprofile", "--norc", "-c", script], env=env, text=True,
+                          capture_output=True)
+
+
+def check_loads(init: Path, module: str) -> None:
+    proc = clean_shell(init, f"module load {module}")
+    if proc.returncode != 0 or "error" in proc.stderr.lower():
+        raise LmodError(f"`module load {module}` fails in a clean shell:\n{proc.stderr}")

@@ -1,0 +1,127 @@
+"""The offline source mirror: fills $ONESTACK_MIRROR with the archives and
+patches the stack needs, by content address, from the places listed in
+setup/offline-sources.yaml, admitting a file only if its sha256 is the one the
+Spack recipe declares. Spack reads it as a mirror (site scope mirrors.yaml)."""
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Dict, List
+
+import yaml
+
+from onestack import paths, spack
+
+OFFLINE_SOURCES = paths.REPO / "setup" / "offline-sources.yaml"
+
+
+class MirrorError(RuntimeError):
+    pass
+
+
+def sha256_of(file: Path) -> str:
+    digest = hashlib.sha256()
+    with open(file, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def needed_sources(include_installed: bool = False) -> List[dict]:
+    """Downloads the environment's specs need (local file:// sources excluded)."""
+    sources = spack.query("env_sources")
+    return [
+        s
+        for s in sources
+        if not (s["url"] or "").startswith("file:") and (include_installed or not s["installed"])
+    ]
+
+
+def _present(source: dict) -> bool:
+    return any((root / source["mirror_path"]).is_file() for root in (paths.mirror(), paths.source_cache()))
+
+
+def _from_debian(how: dict, workdir: Path) -> Path:
+    proc = subprocess.run(
+        ["apt-get", "source", "--download-only", how["package"]],
+        cwd=workdir, text=True, capture_output=True,
+    )
+    if proc.returncode != 0:
+        raise MirrorError(
+            f"`apt-get source --download-only {how['package']}` failed: {proc.stderr.strip()[-500:]}\n"
+            "  fix: `make setup` enables deb-src for the apt entries this machine has"
+        )
+    return workdir / how["file"]
+
+
+def _from_git(how: dict, workdir: Path) -> Path:
+    clone = os.environ.get(how["clone_variable"])
+    if not clone:
+        raise MirrorError(f"set {how['clone_variable']} to a local git clone that has commit {how['commit']}")
+    out = workdir / how["commit"]
+    with open(out, "wb") as handle:
+        subprocess.run(
+            ["git", "-C", clone, "show", "--format=", "--full-index", how["commit"]],
+            stdout=handle, check=True,
+        )
+    return out
+
+
+def _admit(source: dict, how: dict) -> None:
+    """Fetch a candidate, compare its sha256 with the recipe's, and file it."""
+    with tempfile.TemporaryDirectory(dir=paths.cache()) as tmp:
+        candidate = _from_debian(how["debian"], Path(tmp)) if "debian" in how else _from_git(how["git"], Path(tmp))
+        actual = sha256_of(candidate)
+        if actual != source["sha256"]:
+            raise MirrorError(
+                f"{candidate.name} for {source['spec']} does not match the recipe:\n"
+                f"  recipe sha256: {source['sha256']}\n  file sha256:   {actual}\n"
+                "  not admitted (a checksum is never edited to fit; add a site version instead)"
+            )
+        target = paths.mirror() / source["mirror_path"]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(candidate, target.with_suffix(".partial"))
+        target.with_suffix(".partial").replace(target)
+        print(f"==> mirror: admitted {source['spec']} {source['kind']} ({candidate.name}, sha256 verified)")
+
+
+def fill(require_all: bool = False, rebuild: bool = False) -> None:
+    """Bring every missing source into the mirror; report what is still missing.
+
+    With require_all (offline builds), a source that is neither in the mirror
+    nor obtainable here is an error naming it; otherwise Spack downloads it.
+    With rebuild, installed specs count too (a from-scratch rebuild needs them).
+    """
+    known: Dict[str, dict] = yaml.safe_load(OFFLINE_SOURCES.read_text())
+    missing, failed = [], []
+    for source in needed_sources(include_installed=rebuild):
+        if _present(source):
+            continue
+        how = known.get(source["sha256"])
+        if how is None:
+            missing.append(source)
+            continue
+        try:
+            _admit(source, how)
+        except MirrorError as err:
+            failed.append(f"{source['spec']} {source['kind']}: {err}")
+            missing.append(source)
+    for message in failed:
+        print(f"==> mirror: {message}")
+    if not missing:
+        print("==> mirror: every source the stack needs is in the mirror or already installed")
+        return
+    lines = [
+        f"  {s['spec']} {s['kind']}: {s['url']}\n    sha256 {s['sha256']} -> {paths.mirror() / s['mirror_path']}"
+        for s in missing
+    ]
+    report = "sources not in the mirror:\n" + "\n".join(lines)
+    if require_all:
+        raise MirrorError(
+            report + "\n  fix: put each file (with that sha256) at that path, or list where to get it in "
+            f"{OFFLINE_SOURCES.relative_to(paths.REPO)}, then run `make mirror`"
+        )
+    print(f"==> mirror: {report}\n==> mirror: Spack will download these from upstream")

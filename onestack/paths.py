@@ -1,0 +1,53 @@
+"""Where things are: the repository, and the locations setup/env.sh exports."""
+
+import os
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class SetupError(RuntimeError):
+    """The machine is not set up as onestack expects; the message says the fix."""
+
+
+def _from_env(name: str) -> Path:
+    value = os.environ.get(name)
+    if not value:
+        raise SetupError(f"{name} is not set: run onestack through bin/onestack or make")
+    return Path(value)
+
+
+def environments_dir() -> Path:
+    """The flavor data; ONESTACK_ENVIRONMENTS points elsewhere (tests do)."""
+    return Path(os.environ.get("ONESTACK_ENVIRONMENTS", REPO / "environments"))
+
+
+def generated_dir() -> Path:
+    """Spack config rendered from the flavor data (included by spack.yaml)."""
+    return REPO / ".generated"
+
+
+def prefix() -> Path:
+    return _from_env("ONESTACK_PREFIX")
+
+
+def cache() -> Path:
+    return _from_env("ONESTACK_CACHE")
+
+
+def spack_root() -> Path:
+    return _from_env("SPACK_ROOT")
+
+
+def mirror() -> Path:
+    return _from_env("ONESTACK_MIRROR")
+
+
+def source_cache() -> Path:
+    """Spack's own download cache (config:source_cache in spack.yaml)."""
+    return _from_env("ONESTACK_SOURCE_CACHE")
+
+
+def modules_root() -> Path:
+    """Published module trees: releases/<id>/ and the `current` link."""
+    return prefix() / "modules"

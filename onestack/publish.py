@@ -1,0 +1,188 @@
+"""Publishing the module tree: every release is generated into a folder of its
+own, checked, and only then made live by replacing one symlink (`current`).
+A publish that fails or is killed leaves the live tree untouched.
+
+Spack writes the hierarchy (`spack module lmod refresh`); what Spack lacks is
+written here: the flavor modules (qe/openblas-mpich), the init script, the
+spider cache and the switch between releases.
+"""
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import time
+from pathlib import Path
+from typing import Dict, List
+
+import jinja2
+import yaml
+
+from onestack import lmod, paths, spack
+from onestack.flavors import Flavor
+
+TEMPLATES = paths.REPO / "modulefiles" / "templates"
+COMPLETE_MARK = ".complete"
+
+
+class PublishError(RuntimeError):
+    pass
+
+
+def releases_dir() -> Path:
+    return paths.modules_root() / "releases"
+
+
+def current_link() -> Path:
+    return paths.modules_root() / "current"
+
+
+def init_script() -> Path:
+    """The stable path users source; it follows the `current` link."""
+    return current_link() / "init" / "bash"
+
+
+def complete_releases() -> List[Path]:
+    """Published releases, oldest first (names sort by time)."""
+    if not releases_dir().is_dir():
+        return []
+    return sorted(p for p in releases_dir().iterdir() if (p / COMPLETE_MARK).exists())
+
+
+def current_release() -> Path:
+    link = current_link()
+    if not link.is_symlink():
+        raise PublishError(f"no published release yet ({link} does not exist): run `make stack`")
+    return link.resolve()
+
+
+def _render(template: str, out: Path, **values) -> None:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(env.get_template(template).render(**values))
+
+
+def _remove_incomplete() -> None:
+    """Leftovers of publishes that failed or were killed: never live, so safe to drop."""
+    if not releases_dir().is_dir():
+        return
+    for release in releases_dir().iterdir():
+        if not (release / COMPLETE_MARK).exists():
+            _make_writable(release)
+            shutil.rmtree(release)
+
+
+def _make_writable(tree: Path) -> None:
+    for dirpath, _, _ in os.walk(tree):
+        os.chmod(dirpath, 0o755)
+
+
+def _make_read_only(tree: Path) -> None:
+    """Users (and their scripts) cannot change a published release."""
+    for dirpath, dirnames, filenames in os.walk(tree):
+        for name in filenames:
+            file = Path(dirpath) / name
+            file.chmod(file.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+        os.chmod(dirpath, 0o555)
+
+
+def _new_release_dir() -> Path:
+    releases_dir().mkdir(parents=True, exist_ok=True)
+    release = releases_dir() / time.strftime("%Y%m%d-%H%M%S")
+    while release.exists():  # two publishes within one second
+        time.sleep(1)
+        release = releases_dir() / time.strftime("%Y%m%d-%H%M%S")
+    release.mkdir()
+    return release
+
+
+def _spack_modules(release: Path) -> Dict[str, str]:
+    """Refresh Spack's hierarchy into the release; returns hash -> module name."""
+    root = release / "spack"
+    spack.run("-c", f"modules:default:roots:lmod:{root}", "module", "lmod", "refresh", "-y",
+              "--delete-tree", quiet=True)
+    index = yaml.safe_load((root / "module-index.yaml").read_text())["module_index"]
+    return {h: entry["use_name"] for h, entry in index.items()}
+
+
+def _core_dirs(release: Path) -> List[Path]:
+    return sorted((release / "spack").glob("*/Core"))
+
+
+def _module_of(names: Dict[str, str], node: dict, flavor: Flavor) -> str:
+    if node["hash"] not in names:
+        raise PublishError(
+            f"{flavor.module_name}: Spack wrote no module for {node['name']}@{node['version']} "
+            f"(hash {node['hash'][:7]}): check modulefiles/modules.yaml include/exclude"
+        )
+    return names[node["hash"]]
+
+
+def _flavor_modules(release: Path, selected: List[Flavor], names: Dict[str, str]) -> None:
+    roots = spack.query("flavor_roots", json.dumps([f.spack_spec() for f in selected]))
+    for flavor in selected:
+        root = roots.get(flavor.spack_spec())
+        if not root or not root["installed"]:
+            raise PublishError(f"{flavor.module_name}: not installed; run `make stack` to build it")
+        providers = root["providers"]
+        math_line = ", ".join(
+            f"{v}={providers[v]['name']}@{providers[v]['version']}" for v in ("blas", "lapack", "scalapack", "fftw-api")
+        )
+        modules = {k: _module_of(names, root[k], flavor) for k in ("compiler", "mpi")}
+        modules["app"] = _module_of(names, root, flavor)
+        _render("flavor.lua.j2", release / "flavors" / flavor.app.module / f"{flavor.name}.lua",
+                flavor=flavor, root=root, modules=modules, math_line=math_line, release=release.name,
+                source_file=flavor.app.file.relative_to(flavor.app.file.parent.parent))
+    # `module load qe` loads the site default flavor of each application.
+    defaults = sorted({f"{f.app.module}/{f.app.default_flavor}" for f in selected})
+    rc = "".join(f'module_version("{d}", "default")\n' for d in defaults if d in {f.module_name for f in selected})
+    (release / "flavors" / ".modulerc.lua").write_text(rc)
+
+
+def _init_files(release: Path, example: str) -> None:
+    modulepath = ":".join(str(p) for p in [release / "flavors", *_core_dirs(release)])
+    _render("init-bash.j2", release / "init" / "bash", release=release.name, example=example,
+            lmod_init=lmod.init_dir(), modulepath=modulepath, lmodrc=release / "init" / "lmodrc.lua")
+    _render("lmodrc.lua.j2", release / "init" / "lmodrc.lua", release=release.name,
+            cache_dir=release / "cache")
+
+
+def _switch_current(release: Path) -> None:
+    """Make `release` live with one atomic rename of a symlink."""
+    new_link = current_link().with_name("current.new")
+    if new_link.is_symlink() or new_link.exists():
+        new_link.unlink()
+    new_link.symlink_to(release.relative_to(paths.modules_root()))
+    os.replace(new_link, current_link())
+
+
+def publish(selected: List[Flavor]) -> Path:
+    """Generate, check and switch to a new release of the module tree."""
+    _remove_incomplete()
+    release = _new_release_dir()
+    print(f"==> publish: generating release {release.name} beside the live tree")
+    names = _spack_modules(release)
+    _flavor_modules(release, selected, names)
+    _init_files(release, selected[0].module_name)
+    lmod.check_syntax([release / "flavors", *_core_dirs(release)])
+    lmod.build_spider_cache(release / "cache", [release / "flavors", *_core_dirs(release)])
+    for flavor in selected:
+        lmod.check_loads(release / "init" / "bash", flavor.module_name)
+    (release / COMPLETE_MARK).write_text(json.dumps([f.module_name for f in selected]) + "\n")
+    _make_read_only(release)
+    _switch_current(release)
+    print(f"==> publish: release {release.name} is live")
+    return release
+
+
+def rollback() -> Path:
+    """Make the release before the live one live again."""
+    live = current_release()
+    earlier = [r for r in complete_releases() if r.name < live.name]
+    if not earlier:
+        raise PublishError(f"release {live.name} is the oldest published one: nothing to roll back to")
+    _switch_current(earlier[-1])
+    print(f"==> rollback: release {earlier[-1].name} is live again (was {live.name})")
+    return earlier[-1]

@@ -1,0 +1,37 @@
+# Quantum ESPRESSO as the site builds it: the builtin recipe plus the library
+# rules from the site's measurements (shared/context/seed-facts.md, section 1).
+from spack_repo.builtin.packages.quantum_espresso.package import (
+    QuantumEspresso as BuiltinQuantumEspresso,
+)
+
+from spack.package import *
+
+# Spack looks a package's builders up in the package's own module; imported
+# after spack.package, whose generic GenericBuilder would otherwise win.
+from spack_repo.builtin.packages.quantum_espresso.package import (  # noqa: E402,F401  isort:skip
+    CMakeBuilder,
+    GenericBuilder,
+)
+
+
+class QuantumEspresso(BuiltinQuantumEspresso):
+    # Debian's espresso_6.7.orig.tar.gz is the qe-6.7.0 release archive, not the
+    # "qe-6.7MaX-Release" archive the builtin 6.7 checksums, so it is a version of
+    # its own. It is what `make mirror` takes from Debian's source package when
+    # upstream is unreachable; the builtin 6.7 checksum is left as it is.
+    version(
+        "6.7.0",
+        sha256="8f06ea31ae52ad54e900a2f51afd5c70f78096d9dcf39c86c2b17dccb1ec9c87",
+        url="https://gitlab.com/QEF/q-e/-/archive/qe-6.7.0/q-e-qe-6.7.0.tar.gz",
+    )
+
+    # Netlib's reference BLAS/LAPACK ran 1.6x-5x slower on the site benchmark
+    # (AUSURF112, 64 ranks) and half of those builds failed outright (DLASCL
+    # "parameter number 4 had an illegal value", hangs in collectives).
+    for _virtual in ("blas", "lapack"):
+        conflicts(
+            f"^[virtuals={_virtual}] netlib-lapack",
+            msg=f"the Netlib reference {_virtual.upper()} is refused for production QE: "
+            "1.6x-5x slower and unstable in the site's measurements; pick a vendor "
+            "library (MKL, OpenBLAS, AOCL)",
+        )

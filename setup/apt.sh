@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Installs the Debian packages of setup/apt-packages.txt, idempotently.
+# It only edits the apt entries this machine already has: deb-src is added to
+# their Types (for `make mirror`) and non-free to their Components (MKL);
+# the project never writes a package host of its own.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+mapfile -t wanted < <(sed -e 's/#.*//' -e '/^\s*$/d' "$here/apt-packages.txt")
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+enable_sources_and_nonfree() {
+  local f changed=1
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [ -f "$f" ] || continue
+    grep -q '^URIs:.*debian' "$f" || continue
+    if grep -q '^Types: deb$' "$f" || grep -Eq '^Components: main$' "$f"; then
+      as_root sed -i -e 's/^Types: deb$/Types: deb deb-src/' \
+        -e 's/^Components: main$/Components: main contrib non-free non-free-firmware/' "$f"
+      changed=0
+    fi
+  done
+  return $changed
+}
+
+missing=()
+for p in "${wanted[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if enable_sources_and_nonfree || [ ${#missing[@]} -gt 0 ]; then
+  echo "==> apt: updating package lists"
+  as_root apt-get update -qq
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "==> apt: installing ${missing[*]}"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "==> apt: all ${#wanted[@]} packages present"
+fi
+
+# libscalapack-mpich-dev pulls in Open MPI, whose update-alternatives would
+# take over mpicc/mpif90/mpirun; the MPICH flavors expect MPICH's.
+if [ -e /usr/bin/mpicc.mpich ]; then
+  as_root update-alternatives --quiet --set mpi /usr/bin/mpicc.mpich
+  as_root update-alternatives --quiet --set mpirun /usr/bin/mpirun.mpich
+fi

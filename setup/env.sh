@@ -1,0 +1,17 @@
+# Locations shared by every onestack command; sourced, never run.
+# Everything big lives outside the repository so that repeated runs (and CI on
+# the same machine) reuse it: Spack clones, the virtualenv, the install tree.
+: "${ONESTACK_CACHE:=${XDG_CACHE_HOME:-$HOME/.cache}/onestack}"   # clones, venv, mirror, source cache
+: "${ONESTACK_PREFIX:=${XDG_DATA_HOME:-$HOME/.local/share}/onestack}" # install tree + published module trees
+ONESTACK_VENV=$ONESTACK_CACHE/venv
+ONESTACK_SITE_SCOPE=$ONESTACK_CACHE/site-scope    # this machine's detected externals and mirror
+: "${ONESTACK_MIRROR:=$ONESTACK_CACHE/source-mirror}"       # verified source tarballs, by content address
+: "${ONESTACK_SOURCE_CACHE:=$ONESTACK_CACHE/source-cache}" # what Spack downloaded itself
+# Spack itself: SPACK_ROOT if given, else the cached clone.
+: "${SPACK_ROOT:=$ONESTACK_CACHE/spack}"
+: "${ONESTACK_SPACK_PACKAGES:=$ONESTACK_CACHE/spack-packages}"
+# Keep Spack's per-user state (~/.spack) out of the user's home and ours alike.
+export SPACK_USER_CONFIG_PATH=$ONESTACK_CACHE/spack-user-config
+export SPACK_USER_CACHE_PATH=$ONESTACK_CACHE/spack-user-cache
+export SPACK_PYTHON=$ONESTACK_VENV/bin/python
+export ONESTACK_CACHE ONESTACK_PREFIX ONESTACK_VENV ONESTACK_SITE_SCOPE ONESTACK_MIRROR ONESTACK_SOURCE_CACHE SPACK_ROOT ONESTACK_SPACK_PACKAGES

@@ -20,16 +20,20 @@ def cmd_site(args) -> None:
     site.detect_externals()
 
 
-def cmd_mirror(args) -> None:
+def _concretize(args) -> None:
+    """Render the selected flavors and concretize what is new among them
+    (`spack concretize` keeps what is already concretized)."""
     flavors.render(_selected(args))
-    spack.run("concretize", "-f", quiet=True)
+    spack.run("concretize", quiet=True)
+
+
+def cmd_mirror(args) -> None:
+    _concretize(args)
     mirror.fill(require_all=args.offline, rebuild=args.rebuild)
 
 
 def cmd_build(args) -> None:
-    selected = _selected(args)
-    flavors.render(selected)
-    spack.run("concretize", "-f", quiet=True)
+    _concretize(args)
     mirror.fill(require_all=args.offline)
     spack.run("install", "--fail-fast")
 

@@ -51,6 +51,7 @@ class Flavor:
     mpi_abi: str
     math: str
     providers: tuple  # ((virtual, package), ...)
+    env: tuple  # ((name, value, why), ...): runtime settings of the MPI and math library
 
     @property
     def module_name(self) -> str:
@@ -138,6 +139,14 @@ def load_components(env_dir: Path) -> dict:
     return data
 
 
+def _runtime_env(*components: dict) -> tuple:
+    return tuple(
+        (name, setting["value"], " ".join(setting["why"].split()))
+        for component in components
+        for name, setting in component.get("env", {}).items()
+    )
+
+
 def _load_application(file: Path, components: dict) -> List[Flavor]:
     data = _load_yaml(file)
     _schema_errors(file, data, "application")
@@ -174,6 +183,7 @@ def _load_application(file: Path, components: dict) -> List[Flavor]:
                 mpi_abi=mpi["abi"],
                 math=entry["math"],
                 providers=tuple(components["math"][entry["math"]]["providers"].items()),
+                env=_runtime_env(mpi, components["math"][entry["math"]]),
             )
         )
     return flavors

@@ -7,11 +7,11 @@ written here: the flavor modules (qe/openblas-mpich), the init script, the
 spider cache and the switch between releases.
 """
 
+import hashlib
 import json
 import os
 import shutil
 import stat
-import subprocess
 import time
 from pathlib import Path
 from typing import Dict, List
@@ -120,12 +120,32 @@ def _module_of(names: Dict[str, str], node: dict, flavor: Flavor) -> str:
     return names[node["hash"]]
 
 
-def _flavor_modules(release: Path, selected: List[Flavor], names: Dict[str, str]) -> None:
+def _installed_roots(selected: List[Flavor]) -> Dict[str, dict]:
+    """The concrete, installed root of each flavor (see inside_spack/flavor_roots.py)."""
     roots = spack.query("flavor_roots", json.dumps([f.spack_spec() for f in selected]))
     for flavor in selected:
         root = roots.get(flavor.spack_spec())
         if not root or not root["installed"]:
             raise PublishError(f"{flavor.module_name}: not installed; run `make stack` to build it")
+    return roots
+
+
+def _fingerprint(selected: List[Flavor], roots: Dict[str, dict]) -> str:
+    """What a release is made of: installed hashes and the files that shape modules."""
+    digest = hashlib.sha256()
+    for flavor in selected:
+        digest.update(f"{flavor.module_name} {roots[flavor.spack_spec()]['hash']}\n".encode())
+    sources = [paths.REPO / "modulefiles" / "modules.yaml", *sorted(TEMPLATES.iterdir()),
+               *sorted({f.app.file for f in selected})]
+    for file in sources:
+        digest.update(file.read_bytes())
+    return digest.hexdigest()
+
+
+def _flavor_modules(release: Path, selected: List[Flavor], roots: Dict[str, dict],
+                    names: Dict[str, str]) -> None:
+    for flavor in selected:
+        root = roots[flavor.spack_spec()]
         providers = root["providers"]
         math_line = ", ".join(
             f"{v}={providers[v]['name']}@{providers[v]['version']}" for v in ("blas", "lapack", "scalapack", "fftw-api")
@@ -136,9 +156,15 @@ def _flavor_modules(release: Path, selected: List[Flavor], names: Dict[str, str]
                 flavor=flavor, root=root, modules=modules, math_line=math_line, release=release.name,
                 source_file=flavor.app.file.relative_to(flavor.app.file.parent.parent))
     # `module load qe` loads the site default flavor of each application.
-    defaults = sorted({f"{f.app.module}/{f.app.default_flavor}" for f in selected})
-    rc = "".join(f'module_version("{d}", "default")\n' for d in defaults if d in {f.module_name for f in selected})
-    (release / "flavors" / ".modulerc.lua").write_text(rc)
+    published = {f.module_name for f in selected}
+    defaults = sorted({f"{f.app.module}/{f.app.default_flavor}" for f in selected} & published)
+    (release / "flavors" / ".modulerc.lua").write_text(
+        "".join(f'module_version("{d}", "default")\n' for d in defaults))
+
+
+def release_manifest(release: Path) -> dict:
+    """What a complete release holds: its flavors and fingerprint."""
+    return json.loads((release / COMPLETE_MARK).read_text())
 
 
 def _init_files(release: Path, example: str) -> None:
@@ -159,18 +185,26 @@ def _switch_current(release: Path) -> None:
 
 
 def publish(selected: List[Flavor]) -> Path:
-    """Generate, check and switch to a new release of the module tree."""
+    """Generate, check and switch to a new release of the module tree; nothing
+    is generated when the live release was made from the same inputs."""
+    roots = _installed_roots(selected)
+    fingerprint = _fingerprint(selected, roots)
+    if current_link().is_symlink() and release_manifest(current_release())["fingerprint"] == fingerprint:
+        print(f"==> publish: release {current_release().name} is live and up to date")
+        return current_release()
     _remove_incomplete()
     release = _new_release_dir()
     print(f"==> publish: generating release {release.name} beside the live tree")
     names = _spack_modules(release)
-    _flavor_modules(release, selected, names)
+    _flavor_modules(release, selected, roots, names)
     _init_files(release, selected[0].module_name)
-    lmod.check_syntax([release / "flavors", *_core_dirs(release)])
-    lmod.build_spider_cache(release / "cache", [release / "flavors", *_core_dirs(release)])
+    modulepath = [release / "flavors", *_core_dirs(release)]
+    lmod.check_syntax(modulepath)
+    lmod.build_spider_cache(release / "cache", modulepath)
     for flavor in selected:
         lmod.check_loads(release / "init" / "bash", flavor.module_name)
-    (release / COMPLETE_MARK).write_text(json.dumps([f.module_name for f in selected]) + "\n")
+    manifest = {"flavors": [f.module_name for f in selected], "fingerprint": fingerprint}
+    (release / COMPLETE_MARK).write_text(json.dumps(manifest, indent=1) + "\n")
     _make_read_only(release)
     _switch_current(release)
     print(f"==> publish: release {release.name} is live")

@@ -1,7 +1,6 @@
 """Fixtures shared by the tests: the live module tree that `make stack`
 published (the tests check what users get, through `module load`)."""
 
-import json
 import os
 import subprocess
 from pathlib import Path
@@ -26,7 +25,7 @@ def init_script(live_release) -> Path:
 
 @pytest.fixture(scope="session")
 def published_flavors(live_release) -> list:
-    return json.loads((live_release / publish.COMPLETE_MARK).read_text())
+    return publish.release_manifest(live_release)["flavors"]
 
 
 def onestack(*args, env_extra=None, check=False) -> subprocess.CompletedProcess:

@@ -30,7 +30,7 @@ def check_syntax(dirs: List[Path]) -> None:
     tool = root() / "libexec" / "check_module_tree_syntax"
     for directory in dirs:
         proc = subprocess.run([str(tool), str(directory)], text=True, capture_output=True)
-        if proc.returncode != 0 or proc.stdout.strip() or "Error" in proc.stderr:
+        if proc.returncode != 0 or "No errors found" not in proc.stdout:
             raise LmodError(f"check_module_tree_syntax {directory}:\n{proc.stdout}{proc.stderr}")
 
 

@@ -49,5 +49,6 @@ def source_cache() -> Path:
 
 
 def modules_root() -> Path:
-    """Published module trees: releases/<id>/ and the `current` link."""
-    return prefix() / "modules"
+    """Published module trees: releases/<id>/ and the `current` link
+    (ONESTACK_MODULES points elsewhere: tests publish into scratch folders)."""
+    return Path(os.environ.get("ONESTACK_MODULES", prefix() / "modules"))

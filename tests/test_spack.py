@@ -1,7 +1,6 @@
 """The Spack side: site recipes pass Spack's audit, every flavor concretizes,
 and the recipes' rules hold (Netlib reference BLAS refused)."""
 
-import os
 import shutil
 import subprocess
 
@@ -35,7 +34,7 @@ def test_site_recipes_pass_spack_audit():
     proc = subprocess.run([str(paths.spack_root() / "bin" / "spack"), "-e", str(REPO), "audit", "packages",
                            *SITE_PACKAGES], text=True, capture_output=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "0 issues found" in proc.stdout or "issues found" not in proc.stdout, proc.stdout
+    assert "issues found" not in proc.stdout, proc.stdout
 
 
 def test_every_flavor_concretizes(scratch_env):

@@ -20,6 +20,8 @@ def _pkgconfig_version(lib_path, pc_name):
 
 
 class Fftw(BuiltinFftw):
+    """FFTW, detectable as an external (the OS build) by `spack external find`."""
+
     libraries = [r"^libfftw3\.so$"]
 
     @classmethod

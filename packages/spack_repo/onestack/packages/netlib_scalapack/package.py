@@ -12,6 +12,8 @@ from spack.package import *
 
 
 class NetlibScalapack(BuiltinNetlibScalapack):
+    """ScaLAPACK, detectable as an external (the OS's MPICH build)."""
+
     # One library per MPI (libscalapack-mpich, libscalapack-openmpi): only the
     # MPICH-family one is detected, as the flavors use it with MPICH-ABI MPIs.
     libraries = [r"^libscalapack-mpich\.so$"]

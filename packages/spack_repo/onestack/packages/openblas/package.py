@@ -10,6 +10,8 @@ from spack.package import *
 
 
 class Openblas(BuiltinOpenblas):
+    """OpenBLAS, detectable as an external behind Debian's alternatives links."""
+
     @classmethod
     def determine_version(cls, lib):
         return super().determine_version(os.path.realpath(lib))

@@ -15,6 +15,9 @@ from spack_repo.builtin.packages.quantum_espresso.package import (  # noqa: E402
 
 
 class QuantumEspresso(BuiltinQuantumEspresso):
+    """Quantum ESPRESSO as the site builds it: the builtin recipe plus the
+    Debian release archive of 6.7 and the site's library rules."""
+
     # Debian's espresso_6.7.orig.tar.gz is the qe-6.7.0 release archive, not the
     # "qe-6.7MaX-Release" archive the builtin 6.7 checksums, so it is a version of
     # its own. It is what `make mirror` takes from Debian's source package when

@@ -18,6 +18,7 @@ def cmd_render(args) -> None:
 def cmd_site(args) -> None:
     site.write_mirror_config()
     site.detect_externals()
+    site.install_vendors()
 
 
 def _concretize(args) -> None:
@@ -39,7 +40,7 @@ def cmd_build(args) -> None:
 
 
 def cmd_publish(args) -> None:
-    publish.publish(_selected(args))
+    publish.publish(_selected(args), force=args.force)
     print(f"\nTo use it:\n  source {publish.init_script()}; module load {_selected(args)[0].module_name}")
 
 
@@ -68,6 +69,8 @@ def main(argv=None) -> int:
         p.add_argument("flavors", nargs="*", help="app/flavor names (default: each app's build list)")
         p.add_argument("--offline", action="store_true",
                        help="a source missing from the mirror is an error, not a download")
+        p.add_argument("--force", action="store_true",
+                       help="publish: generate a new release even if nothing changed")
         p.add_argument("--rebuild", action="store_true",
                        help="mirror: also the sources of installed specs (for a rebuild from scratch)")
     args = parser.parse_args(argv)

@@ -226,6 +226,29 @@ def select(flavors: List[Flavor], wanted: Optional[List[str]] = None) -> List[Fl
     return [by_name[w] for w in wanted]
 
 
+@dataclass(frozen=True)
+class Runtime:
+    """An MPI offered as a runtime for the other members of its ABI family."""
+
+    name: str
+    spec: str
+    abi: str
+    env: tuple
+
+    @property
+    def module_name(self) -> str:
+        return f"mpi-runtime/{self.name}"
+
+
+def runtimes(env_dir: Optional[Path] = None) -> List[Runtime]:
+    components = load_components(env_dir or paths.environments_dir())
+    return [
+        Runtime(name, mpi["spec"], mpi["abi"], _runtime_env(mpi))
+        for name, mpi in components["mpis"].items()
+        if mpi.get("runtime")
+    ]
+
+
 def render(selected: List[Flavor], out_dir: Optional[Path] = None) -> Path:
     """Write the Spack config for the selected flavors (included by spack.yaml)."""
     out_dir = out_dir or paths.generated_dir()
@@ -233,7 +256,8 @@ def render(selected: List[Flavor], out_dir: Optional[Path] = None) -> Path:
     for flavor in selected:
         projections.update(flavor.projection())
     config = {
-        "definitions": [{"flavors": [f.spack_spec() for f in selected]}],
+        "definitions": [{"flavors": [f.spack_spec() for f in selected]},
+                        {"runtimes": [r.spec for r in runtimes()]}],
         "modules": {"default": {"lmod": {"projections": projections}}},
     }
     out_dir.mkdir(parents=True, exist_ok=True)

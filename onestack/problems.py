@@ -74,15 +74,16 @@ def compare(problem: dict, output: str, reference: str) -> List[Check]:
     return checks
 
 
-def run(init: Path, module: str, problem: dict, workdir: Path) -> List[Check]:
-    """Run a problem with a flavor's module and check it against its reference."""
+def run(init: Path, module: str, problem: dict, workdir: Path, prelude: str = "") -> List[Check]:
+    """Run a problem with a flavor's module (and any shell lines of prelude
+    after the load) and check it against its reference."""
     archive = source_archive(problem["source"])
     extract(archive, [problem["input"], problem["reference"], problem["pseudo_dir"]], workdir)
     input_file = workdir / problem["input"]
     command = problem["command"].format(ranks=problem["ranks"], input=input_file.name)
     proc = lmod.clean_shell(
         init,
-        f"module load {module}\ncd '{input_file.parent}'\n"
+        f"module load {module}\n{prelude}\ncd '{input_file.parent}'\n"
         f"export ESPRESSO_PSEUDO='{workdir / problem['pseudo_dir']}' ESPRESSO_TMPDIR='{workdir}/tmp'\n"
         f"mkdir -p \"$ESPRESSO_TMPDIR\"\n{command}",
     )

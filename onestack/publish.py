@@ -19,7 +19,7 @@ from typing import Dict, List
 import jinja2
 import yaml
 
-from onestack import lmod, paths, spack
+from onestack import abi, flavors, lmod, paths, site, spack
 from onestack.flavors import Flavor
 
 TEMPLATES = paths.REPO / "modulefiles" / "templates"
@@ -121,12 +121,14 @@ def _module_of(names: Dict[str, str], node: dict, flavor: Flavor) -> str:
 
 
 def _installed_roots(selected: List[Flavor]) -> Dict[str, dict]:
-    """The concrete, installed root of each flavor (see inside_spack/flavor_roots.py)."""
-    roots = spack.query("flavor_roots", json.dumps([f.spack_spec() for f in selected]))
-    for flavor in selected:
-        root = roots.get(flavor.spack_spec())
-        if not root or not root["installed"]:
-            raise PublishError(f"{flavor.module_name}: not installed; run `make stack` to build it")
+    """The concrete, installed root of each flavor and MPI runtime, by abstract
+    spec (see inside_spack/flavor_roots.py)."""
+    wanted = {f.spack_spec(): f.module_name for f in selected}
+    wanted.update({r.spec: r.module_name for r in flavors.runtimes()})
+    roots = spack.query("flavor_roots", json.dumps(list(wanted)))
+    for spec, module in wanted.items():
+        if not roots.get(spec) or not roots[spec]["installed"]:
+            raise PublishError(f"{module}: not installed; run `make stack` to build it")
     return roots
 
 
@@ -134,8 +136,11 @@ def _fingerprint(selected: List[Flavor], roots: Dict[str, dict]) -> str:
     """What a release is made of: installed hashes and the files that shape modules."""
     digest = hashlib.sha256()
     for flavor in selected:
-        digest.update(f"{flavor.module_name} {roots[flavor.spack_spec()]['hash']}\n".encode())
+        digest.update(f"{flavor.module_name}\n".encode())
+    for spec in sorted(roots):
+        digest.update(f"{spec} {roots[spec]['hash']}\n".encode())
     sources = [paths.REPO / "modulefiles" / "modules.yaml", *sorted(TEMPLATES.iterdir()),
+               paths.environments_dir() / flavors.COMPONENTS_FILE, site.VENDOR,
                *sorted({f.app.file for f in selected})]
     for file in sources:
         digest.update(file.read_bytes())
@@ -162,6 +167,25 @@ def _flavor_modules(release: Path, selected: List[Flavor], roots: Dict[str, dict
         "".join(f'module_version("{d}", "default")\n' for d in defaults))
 
 
+def _runtime_modules(release: Path, roots: Dict[str, dict]) -> List[str]:
+    """mpi-runtime/<name> for each MPI offered as an ABI runtime."""
+    written = []
+    for runtime in flavors.runtimes():
+        root = roots[runtime.spec]
+        vendor = site.vendor(root["name"])
+        shim = release / "mpi-runtime" / runtime.name
+        abi.link_aliases(runtime.abi, vendor["component_dir"] / "lib", shim / "lib")
+        for launcher in ("mpirun", "mpiexec"):
+            _render("mpirun-check.sh.j2", shim / "bin" / launcher, module=runtime.module_name,
+                    release=release.name, launcher=vendor["component_dir"] / vendor["launcher"])
+            (shim / "bin" / launcher).chmod(0o755)
+        _render("mpi-runtime.lua.j2", release / "flavors" / "mpi-runtime" / f"{runtime.name}.lua",
+                runtime=runtime, root=root, release=release.name, shim_dir=shim,
+                vendor_env={"set": vendor["set_abs"], "prepend": vendor["prepend_abs"]})
+        written.append(runtime.module_name)
+    return written
+
+
 def release_manifest(release: Path) -> dict:
     """What a complete release holds: its flavors and fingerprint."""
     return json.loads((release / COMPLETE_MARK).read_text())
@@ -184,12 +208,13 @@ def _switch_current(release: Path) -> None:
     os.replace(new_link, current_link())
 
 
-def publish(selected: List[Flavor]) -> Path:
+def publish(selected: List[Flavor], force: bool = False) -> Path:
     """Generate, check and switch to a new release of the module tree; nothing
-    is generated when the live release was made from the same inputs."""
+    is generated when the live release was made from the same inputs (unless forced)."""
     roots = _installed_roots(selected)
     fingerprint = _fingerprint(selected, roots)
-    if current_link().is_symlink() and release_manifest(current_release())["fingerprint"] == fingerprint:
+    live = current_link().is_symlink() and release_manifest(current_release())["fingerprint"]
+    if live == fingerprint and not force:
         print(f"==> publish: release {current_release().name} is live and up to date")
         return current_release()
     _remove_incomplete()
@@ -197,13 +222,15 @@ def publish(selected: List[Flavor]) -> Path:
     print(f"==> publish: generating release {release.name} beside the live tree")
     names = _spack_modules(release)
     _flavor_modules(release, selected, roots, names)
+    runtime_modules = _runtime_modules(release, roots)
     _init_files(release, selected[0].module_name)
     modulepath = [release / "flavors", *_core_dirs(release)]
     lmod.check_syntax(modulepath)
     lmod.build_spider_cache(release / "cache", modulepath)
     for flavor in selected:
         lmod.check_loads(release / "init" / "bash", flavor.module_name)
-    manifest = {"flavors": [f.module_name for f in selected], "fingerprint": fingerprint}
+    manifest = {"flavors": [f.module_name for f in selected], "runtimes": runtime_modules,
+                "fingerprint": fingerprint}
     (release / COMPLETE_MARK).write_text(json.dumps(manifest, indent=1) + "\n")
     _make_read_only(release)
     _switch_current(release)

@@ -4,6 +4,8 @@ local source mirror."""
 
 import hashlib
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -11,6 +13,7 @@ import yaml
 from onestack import paths, spack
 
 EXTERNALS = paths.REPO / "setup" / "externals.yaml"
+VENDOR = paths.REPO / "setup" / "vendor.yaml"
 
 
 def scope_dir() -> Path:
@@ -44,3 +47,66 @@ def write_mirror_config() -> None:
     scope_dir().mkdir(parents=True, exist_ok=True)
     paths.mirror().mkdir(parents=True, exist_ok=True)
     (scope_dir() / "mirrors.yaml").write_text(yaml.safe_dump(config))
+
+
+def _vendor_prefix(package: str) -> Path:
+    return paths.prefix() / "vendor" / package
+
+
+def _component_dir(package: str, how: dict) -> Path:
+    major_minor = ".".join(how["version"].split(".")[:2])
+    return _vendor_prefix(package) / how["component"] / major_minor
+
+
+def _install_vendor(package: str, how: dict) -> None:
+    """pip-install the wheels into a private prefix, then lay out the component."""
+    prefix = _vendor_prefix(package)
+    wheels = prefix / "pypi"
+    stamp = prefix / ".installed"
+    if stamp.is_file() and stamp.read_text() == " ".join(how["pip"]):
+        print(f"==> vendor: {package}@{how['version']} already installed")
+        return
+    print(f"==> vendor: pip install {' '.join(how['pip'])} into {wheels}")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                    "--prefix", str(wheels), *how["pip"]], check=True)
+    component = _component_dir(package, how)
+    component.mkdir(parents=True, exist_ok=True)
+    for entry in wheels.iterdir():
+        link = component / entry.name
+        if not link.is_symlink():
+            link.symlink_to(entry)
+    lines = ['# Written by onestack site from setup/vendor.yaml; read by Spack to write the module.',
+             'here="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/.." && pwd)"']
+    lines += [f'export {k}="$here/{v}"'.replace("/.\"", '"') for k, v in how["set"].items()]
+    lines += [f'export {k}="$here/{v}${{{k}:+:${k}}}"' for k, v in how["prepend"].items()]
+    (component / "env").mkdir(exist_ok=True)
+    (component / "env" / "vars.sh").write_text("\n".join(lines) + "\n")
+    stamp.write_text(" ".join(how["pip"]))
+
+
+def vendor(package: str) -> dict:
+    """A vendor library's setup/vendor.yaml entry, with its component folder
+    and its environment as absolute paths (for modules Spack does not write)."""
+    how = yaml.safe_load(VENDOR.read_text())[package]
+    component = _component_dir(package, how)
+    return {
+        **how,
+        "component_dir": component,
+        "set_abs": [(k, os.path.normpath(component / v)) for k, v in how["set"].items()],
+        "prepend_abs": [(k, str(component / v)) for k, v in how["prepend"].items()],
+    }
+
+
+def install_vendors() -> None:
+    """Install the PyPI vendor libraries and declare them as Spack externals."""
+    vendors = yaml.safe_load(VENDOR.read_text())
+    for package, how in vendors.items():
+        _install_vendor(package, how)
+    packages_yaml = scope_dir() / "packages.yaml"
+    config = yaml.safe_load(packages_yaml.read_text()) if packages_yaml.is_file() else {"packages": {}}
+    for package, how in vendors.items():
+        config["packages"][package] = {
+            "externals": [{"spec": f"{package}@{how['version']}", "prefix": str(_vendor_prefix(package))}],
+            "buildable": False,
+        }
+    packages_yaml.write_text(yaml.safe_dump(config, sort_keys=False))

@@ -6,7 +6,7 @@ import subprocess
 import pytest
 
 from conftest import onestack
-from onestack import mirror, paths
+from onestack import mirror, publish
 
 
 def test_every_source_of_a_rebuild_is_in_the_mirror():
@@ -14,7 +14,7 @@ def test_every_source_of_a_rebuild_is_in_the_mirror():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_missing_source_is_a_clear_error(tmp_path):
+def test_missing_source_is_a_clear_error_and_publishes_nothing(tmp_path, live_release):
     empty = {"ONESTACK_MIRROR": str(tmp_path / "mirror"), "ONESTACK_SOURCE_CACHE": str(tmp_path / "cache"),
              "ONESTACK_QE_GIT": ""}
     (tmp_path / "mirror").mkdir()
@@ -25,6 +25,7 @@ def test_missing_source_is_a_clear_error(tmp_path):
     # The QE patch can only come from a git clone, unset here: named with its sha256.
     assert "f43b7411e535629d9ef564a2e1695359df2651ecbdbca563f7265412afc2228a" in err
     assert "fix: put each file" in err
+    assert publish.current_release() == live_release
 
 
 def test_a_file_with_another_checksum_is_refused(tmp_path):

@@ -27,8 +27,10 @@ for abstract in json.loads(sys.argv[1]):
         **describe(match),
         "installed": match.installed,
         "prefix": match.prefix,
-        "compiler": describe(compiler[0]),
-        "mpi": describe(match["mpi"]),
-        "providers": {v: describe(match[v]) for v in ("blas", "lapack", "scalapack", "fftw-api")},
+        "compiler": describe(compiler[0]) if compiler else None,
+        "mpi": describe(match) if match.package.provides("mpi") else describe(match["mpi"]),
+        "providers": {
+            v: describe(match[v]) for v in ("blas", "lapack", "scalapack", "fftw-api") if v in match
+        },
     }
 print(json.dumps(result))

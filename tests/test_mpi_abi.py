@@ -1,0 +1,75 @@
+"""The MPICH ABI family as a module operation: a program built against one
+member (Debian's MPICH) runs with another's runtime (Intel MPI from PyPI)
+through `module load mpi-runtime/impi`, and what cannot work is refused with
+a message naming why and the fix."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from onestack import lmod, problems
+
+PROGRAMS = Path(__file__).parent / "programs"
+FLAVOR = "qe/openblas-mpich"
+
+
+def _build(tmp_path, source, *link):
+    exe = tmp_path / Path(source).stem
+    subprocess.run([*link[:1], "-o", str(exe), str(PROGRAMS / source), *link[1:]], check=True)
+    return exe
+
+
+def test_mpich_build_runs_on_intel_mpi_runtime(init_script, tmp_path):
+    exe = _build(tmp_path, "mpi_library_version.c", "mpicc.mpich")
+    native = lmod.clean_shell(init_script, f"module load {FLAVOR}\nmpirun -n 2 {exe}")
+    swapped = lmod.clean_shell(init_script, f"module load {FLAVOR} mpi-runtime/impi\nmpirun -n 2 {exe}")
+    assert native.returncode == 0, native.stderr
+    assert "MPICH Version:" in native.stdout
+    assert swapped.returncode == 0, swapped.stderr
+    assert "Intel(R) MPI Library 2021.18.1" in swapped.stdout
+    assert swapped.stdout.count(" of 2") == 2
+
+
+def test_qe_problem_passes_on_intel_mpi_runtime(init_script, tmp_path):
+    problem = problems.load("qe")["pw_scf-ncpp"]
+    # I_MPI_DEBUG makes Intel MPI name itself at start-up: proof of which MPI ran.
+    checks = problems.run(init_script, f"{FLAVOR} mpi-runtime/impi", problem, tmp_path,
+                          prelude="export I_MPI_DEBUG=4")
+    assert all(c.passed for c in checks), "\n".join(map(str, checks))
+    assert "Intel(R) MPI Library, Version 2021.18.1" in (tmp_path / "output.txt").read_text()
+
+
+def test_open_mpi_build_is_refused_by_the_runtime(init_script, tmp_path):
+    libmpi40 = "/usr/lib/x86_64-linux-gnu/libmpi.so.40"
+    if not Path(libmpi40).exists():
+        pytest.fail("Open MPI's runtime (libmpi.so.40) is not installed: setup/apt-packages.txt pulls it in")
+    exe = _build(tmp_path, "openmpi_linked.c", "gcc", libmpi40)
+    proc = lmod.clean_shell(init_script, f"module load {FLAVOR} mpi-runtime/impi\nmpirun -n 2 {exe}")
+    assert proc.returncode == 1
+    assert "is an Open MPI build (libmpi.so.40)" in proc.stderr
+    assert "not in the MPICH ABI family" in proc.stderr
+
+
+def test_open_mpi_flavor_cannot_load_the_runtime(init_script):
+    # What an Open MPI flavor module sets (environments/components.yaml abi: openmpi).
+    proc = lmod.clean_shell(init_script, "export ONESTACK_MPI_ABI=openmpi\nmodule load mpi-runtime/impi")
+    assert proc.returncode != 0
+    assert "not in the mpich ABI family" in proc.stderr
+
+
+def test_missing_pmi_library_is_named_with_its_fix(init_script, tmp_path):
+    stub = tmp_path / "pmi"
+    stub.mkdir()
+    (stub / "pmi.c").write_text("int PMI_Init(int *spawned) { *spawned = 0; return 0; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libpmi.so.0", "-o", str(stub / "libpmi.so.0"),
+                    str(stub / "pmi.c")], check=True)
+    (stub / "libpmi.so").symlink_to("libpmi.so.0")
+    exe = _build(tmp_path, "needs_pmi.c", "gcc", f"-L{stub}", "-lpmi")
+    proc = lmod.clean_shell(init_script, f"module load {FLAVOR} mpi-runtime/impi\nmpirun -n 2 {exe}")
+    assert proc.returncode == 127
+    assert "needs libpmi.so.0, which is not found" in proc.stderr
+    assert "scheduler's PMI library" in proc.stderr
+    fixed = lmod.clean_shell(init_script, f"module load {FLAVOR} mpi-runtime/impi\n"
+                                          f"export LD_LIBRARY_PATH={stub}:$LD_LIBRARY_PATH\nmpirun -n 2 {exe}")
+    assert fixed.returncode == 0, fixed.stderr

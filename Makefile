@@ -7,7 +7,7 @@ ONESTACK := bin/onestack
 FLAVORS ?=
 PYTEST_ARGS ?=
 
-.PHONY: setup mirror stack test where rollback
+.PHONY: setup mirror stack test where rollback bench-modules
 
 setup:
 	@bash setup/apt.sh
@@ -29,3 +29,6 @@ where:
 
 rollback:
 	@$(ONESTACK) rollback
+
+bench-modules:
+	@$(ONESTACK) bench-modules

@@ -1,6 +1,7 @@
 """onestack's command line; the Makefile is its front door (see README.md)."""
 
 import argparse
+import statistics
 import sys
 
 from onestack import flavors, lmod, mirror, paths, publish, site, spack
@@ -52,6 +53,21 @@ def cmd_rollback(args) -> None:
     publish.rollback()
 
 
+def cmd_bench_modules(args) -> None:
+    """Latency of `module avail` and `module load`, with and without the spider
+    cache, side by side (goals: avail < 50 ms, load < 100 ms)."""
+    init = publish.current_release() / "init" / "bash"
+    module = _selected(args)[0].module_name
+    print(f"{'command':34} {'spider cache':>12} {'median ms':>10} {'min-max ms':>14}  goal")
+    for command, goal in (("module avail", 50), (f"module load {module}", 100)):
+        for use_cache in (True, False):
+            times = sorted(lmod.time_command(init, command, runs=10, use_cache=use_cache))
+            median = statistics.median(times)
+            verdict = "met" if median < goal else "MISSED"
+            print(f"{command:34} {'with' if use_cache else 'without':>12} {median:10.1f} "
+                  f"{times[0]:6.1f}-{times[-1]:<6.1f}  < {goal} ms {verdict}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="onestack", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -63,6 +79,7 @@ def main(argv=None) -> int:
         ("publish", cmd_publish, "generate a new module tree release and make it live"),
         ("where", cmd_where, "print the init script of the live module tree"),
         ("rollback", cmd_rollback, "make the previous release live again"),
+        ("bench-modules", cmd_bench_modules, "print module avail/load latency, with and without cache"),
     ]:
         p = sub.add_parser(name, help=helptext)
         p.set_defaults(func=func)

@@ -57,3 +57,13 @@ def check_loads(init: Path, module: str) -> None:
     proc = clean_shell(init, f"module load {module}")
     if proc.returncode != 0 or "error" in proc.stderr.lower():
         raise LmodError(f"`module load {module}` fails in a clean shell:\n{proc.stderr}")
+
+
+def time_command(init: Path, command: str, runs: int, use_cache: bool) -> List[float]:
+    """Milliseconds of one `module` command, timed inside a clean shell, per run
+    (the first, cold run is discarded as warm-up)."""
+    unset = "" if use_cache else "unset LMOD_RC\n"
+    script = (f"{unset}for i in $(seq 0 {runs}); do module purge >/dev/null 2>&1; s=$(date +%s%N)\n"
+              f"{command} >/dev/null 2>&1\ne=$(date +%s%N); echo $(( (e - s) / 1000 ))\ndone")
+    proc = clean_shell(init, script)
+    return [int(v) / 1000 for v in proc.stdout.split()][1:]

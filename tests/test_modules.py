@@ -27,3 +27,49 @@ def test_every_published_flavor_loads_in_a_clean_shell(init_script, published_fl
 
 def test_where_prints_the_init_script(init_script):
     assert publish.init_script().resolve() == init_script.resolve()
+
+
+def test_module_load_app_gives_the_default_flavor(init_script, published_flavors):
+    proc = lmod.clean_shell(init_script, "module load qe\nmodule -t list 2>&1")
+    assert proc.returncode == 0, proc.stderr
+    assert "qe/openblas-mpich" in proc.stdout + proc.stderr
+
+
+def test_spider_lists_every_flavor_with_its_description(init_script, published_flavors):
+    proc = lmod.clean_shell(init_script, "module spider qe 2>&1")
+    for module in (m for m in published_flavors if m.startswith("qe/")):
+        assert module in proc.stdout
+    assert "Quantum ESPRESSO" in proc.stdout
+
+
+def test_whatis_and_help_say_what_the_flavor_is_and_how_to_run_it(init_script):
+    proc = lmod.clean_shell(init_script, "module whatis qe/openblas-mpich 2>&1\nmodule help qe/openblas-mpich 2>&1")
+    out = proc.stdout
+    for fact in ("Compiler: gcc@12.2.0", "MPI: mpich@4.0.2", "blas=openblas@", "scalapack=netlib-scalapack@",
+                 "mpirun -n <ranks> pw.x", "HYDRA_BINDING"):
+        assert fact in out, f"{fact!r} missing from whatis/help:\n{out}"
+
+
+def test_two_mpis_are_never_loaded_together(init_script):
+    refused = lmod.clean_shell(init_script, "export LMOD_AUTO_SWAP=no\n"
+                                            "module load mpich\nmodule load intel-oneapi-mpi")
+    assert refused.returncode != 0
+    assert "mpi" in refused.stderr.lower()
+    swapped = lmod.clean_shell(init_script, "module load mpich\nmodule load intel-oneapi-mpi\nmodule -t list 2>&1")
+    assert swapped.returncode == 0, swapped.stderr
+    loaded = swapped.stdout + swapped.stderr
+    assert "intel-oneapi-mpi" in loaded and "mpich/" not in loaded.split("intel-oneapi-mpi")[-1]
+
+
+def test_swapping_the_mpi_deactivates_the_application(init_script):
+    """QE built against MPICH must not stay usable on another MPI's branch."""
+    proc = lmod.clean_shell(init_script, "module load qe/openblas-mpich\nmodule swap mpich intel-oneapi-mpi 2>&1\n"
+                                         "command -v pw.x || echo 'pw.x: gone'")
+    assert "Inactive Modules" in proc.stdout and "quantum-espresso/6.7.0-openblas" in proc.stdout, proc.stdout
+    assert "pw.x: gone" in proc.stdout
+
+
+def test_published_release_is_read_only(live_release):
+    writable = [p for p in live_release.rglob("*") if not p.is_symlink() and p.stat().st_mode & 0o222
+                and p.is_file()]
+    assert not writable, writable[:5]

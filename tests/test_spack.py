@@ -49,7 +49,7 @@ def test_every_flavor_concretizes(scratch_env):
 def test_netlib_reference_blas_is_refused(scratch_env):
     (scratch_env / ".generated").mkdir(exist_ok=True)
     (scratch_env / ".generated" / "flavors.yaml").write_text(
-        "definitions:\n- flavors: ['quantum-espresso@6.7.0 ~openmp ^[virtuals=blas,lapack] netlib-lapack']\n")
+        "definitions:\n- runtimes: []\n- flavors: ['quantum-espresso@6.7.0 ~openmp ^[virtuals=blas,lapack] netlib-lapack']\n")
     proc = spack_in(scratch_env, "concretize", "-f")
     assert proc.returncode != 0
     assert "Netlib reference" in proc.stdout + proc.stderr

@@ -27,6 +27,7 @@ for abstract in json.loads(sys.argv[1]):
         **describe(match),
         "installed": match.installed,
         "prefix": match.prefix,
+        "target": str(match.target),
         "compiler": describe(compiler[0]) if compiler else None,
         "mpi": describe(match) if match.package.provides("mpi") else describe(match["mpi"]),
         "providers": {

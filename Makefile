@@ -7,7 +7,7 @@ ONESTACK := bin/onestack
 FLAVORS ?=
 PYTEST_ARGS ?=
 
-.PHONY: setup mirror stack test where rollback bench-modules
+.PHONY: setup mirror stack test flavors where rollback bench-modules
 
 setup:
 	@bash setup/apt.sh
@@ -21,8 +21,13 @@ stack: setup
 	@$(ONESTACK) build $(FLAVORS)
 	@$(ONESTACK) publish $(FLAVORS)
 
+# The flavor table follows the tests (it shows their outcomes); the exit code is pytest's.
 test: stack
-	@. setup/env.sh && "$$ONESTACK_VENV/bin/python" -m pytest $(PYTEST_ARGS)
+	@. setup/env.sh && "$$ONESTACK_VENV/bin/python" -m pytest $(PYTEST_ARGS); rc=$$?; \
+	  echo; $(ONESTACK) flavors; exit $$rc
+
+flavors: setup
+	@$(ONESTACK) flavors
 
 where:
 	@$(ONESTACK) where

@@ -4,7 +4,7 @@ import argparse
 import statistics
 import sys
 
-from onestack import flavors, lmod, mirror, paths, publish, site, spack
+from onestack import flavors, lmod, mirror, paths, publish, site, spack, status
 
 
 def _selected(args) -> list:
@@ -45,6 +45,11 @@ def cmd_publish(args) -> None:
     print(f"\nTo use it:\n  source {publish.init_script()}; module load {_selected(args)[0].module_name}")
 
 
+def cmd_flavors(args) -> None:
+    """The flavor status table (every cell of every application)."""
+    status.print_table(status.rows(flavors.load()))
+
+
 def cmd_where(args) -> None:
     print(publish.init_script())
 
@@ -77,6 +82,7 @@ def main(argv=None) -> int:
         ("mirror", cmd_mirror, "fill the offline source mirror (verified by sha256)"),
         ("build", cmd_build, "concretize and install the selected flavors"),
         ("publish", cmd_publish, "generate a new module tree release and make it live"),
+        ("flavors", cmd_flavors, "print the flavor status table: concretized / built / tested, or why not"),
         ("where", cmd_where, "print the init script of the live module tree"),
         ("rollback", cmd_rollback, "make the previous release live again"),
         ("bench-modules", cmd_bench_modules, "print module avail/load latency, with and without cache"),

@@ -52,6 +52,8 @@ class Flavor:
     math: str
     providers: tuple  # ((virtual, package), ...)
     env: tuple  # ((name, value, why), ...): runtime settings of the MPI and math library
+    unavailable: tuple  # why a component cannot be had on this machine (empty: it can)
+    variants: str = ""  # this flavor's own variants, over the application's
 
     @property
     def module_name(self) -> str:
@@ -70,7 +72,8 @@ class Flavor:
         deps = [f"^[virtuals=mpi] {self.mpi_spec}"] + [
             f"^[virtuals={','.join(virtuals)}] {package}" for package, virtuals in by_package.items()
         ]
-        return " ".join([self.app.spack, self.app.variants, f"%{self.compiler_spec}", *deps]).strip()
+        variants = merge_variants(self.app.variants, self.variants)
+        return " ".join([self.app.spack, variants, f"%{self.compiler_spec}", *deps]).strip()
 
     def projection(self) -> Dict[str, str]:
         """Spack module projection naming this flavor's application module.
@@ -81,6 +84,15 @@ class Flavor:
         blas = dict(self.providers)["blas"]
         key = f"{self.app.package} ^[virtuals=blas] {blas}"
         return {key: f"{{name}}/{{version}}-{self.math}"}
+
+
+def merge_variants(base: str, override: str) -> str:
+    """Spack variants of base, each replaced by override's variant of the same name."""
+    def name(token: str) -> str:
+        return token.lstrip("+~").split("=")[0]
+
+    replaced = {name(t) for t in override.split()}
+    return " ".join([t for t in base.split() if name(t) not in replaced] + override.split())
 
 
 def _location(file: Path) -> str:
@@ -184,8 +196,21 @@ def _load_application(file: Path, components: dict) -> List[Flavor]:
                 math=entry["math"],
                 providers=tuple(components["math"][entry["math"]]["providers"].items()),
                 env=_runtime_env(mpi, components["math"][entry["math"]]),
+                unavailable=tuple(
+                    component["unavailable"]
+                    for component in (components["compilers"][entry["compiler"]], mpi,
+                                      components["math"][entry["math"]])
+                    if "unavailable" in component
+                ),
+                variants=entry.get("variants", ""),
             )
         )
+    for i, name in enumerate(app.build):
+        reasons = next(f.unavailable for f in flavors if f.name == name)
+        if reasons:
+            raise InputError(f"{_location(file)}: build[{i}]: flavor '{name}' cannot be built on this "
+                             f"machine: {'; '.join(reasons)} (remove it from build, or the "
+                             f"`unavailable` line in {COMPONENTS_FILE} if it can be had)")
     return flavors
 
 

@@ -54,34 +54,46 @@ def _vendor_prefix(package: str) -> Path:
 
 
 def _component_dir(package: str, how: dict) -> Path:
-    major_minor = ".".join(how["version"].split(".")[:2])
-    return _vendor_prefix(package) / how["component"] / major_minor
+    return _vendor_prefix(package) / how["component"] / str(how["component_version"])
+
+
+def _link_into(component: Path, targets: dict) -> None:
+    for name, target in targets.items():
+        link = component / name
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if not link.is_symlink():
+            link.symlink_to(target)
+
+
+def _vars_sh(how: dict) -> str:
+    lines = ["# Written by onestack site from setup/vendor.yaml; read by Spack to write the module.",
+             'here="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/.." && pwd)"']
+    lines += [f'export {k}="$here/{v}"'.replace('/."', '"') for k, v in how["set"].items()]
+    lines += [f'export {k}="$here/{v}${{{k}:+:${k}}}"' for k, v in how["prepend"].items()]
+    return "\n".join(lines) + "\n"
 
 
 def _install_vendor(package: str, how: dict) -> None:
-    """pip-install the wheels into a private prefix, then lay out the component."""
+    """Lay out the component: PyPI wheels or OS files, plus env/vars.sh."""
     prefix = _vendor_prefix(package)
-    wheels = prefix / "pypi"
     stamp = prefix / ".installed"
-    if stamp.is_file() and stamp.read_text() == " ".join(how["pip"]):
-        print(f"==> vendor: {package}@{how['version']} already installed")
+    recipe = yaml.safe_dump(how)
+    if stamp.is_file() and stamp.read_text() == recipe:
+        print(f"==> vendor: {package}@{how['version']} already laid out")
         return
-    print(f"==> vendor: pip install {' '.join(how['pip'])} into {wheels}")
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                    "--prefix", str(wheels), *how["pip"]], check=True)
     component = _component_dir(package, how)
     component.mkdir(parents=True, exist_ok=True)
-    for entry in wheels.iterdir():
-        link = component / entry.name
-        if not link.is_symlink():
-            link.symlink_to(entry)
-    lines = ['# Written by onestack site from setup/vendor.yaml; read by Spack to write the module.',
-             'here="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/.." && pwd)"']
-    lines += [f'export {k}="$here/{v}"'.replace("/.\"", '"') for k, v in how["set"].items()]
-    lines += [f'export {k}="$here/{v}${{{k}:+:${k}}}"' for k, v in how["prepend"].items()]
+    if "pip" in how:
+        wheels = prefix / "pypi"
+        print(f"==> vendor: pip install {' '.join(how['pip'])} into {wheels}")
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                        "--prefix", str(wheels), *how["pip"]], check=True)
+        _link_into(component, {entry.name: entry for entry in wheels.iterdir()})
+    _link_into(component, how.get("links", {}))
     (component / "env").mkdir(exist_ok=True)
-    (component / "env" / "vars.sh").write_text("\n".join(lines) + "\n")
-    stamp.write_text(" ".join(how["pip"]))
+    (component / "env" / "vars.sh").write_text(_vars_sh(how))
+    stamp.write_text(recipe)
+    print(f"==> vendor: {package}@{how['version']} laid out in {component}")
 
 
 def vendor(package: str) -> dict:
@@ -98,7 +110,7 @@ def vendor(package: str) -> dict:
 
 
 def install_vendors() -> None:
-    """Install the PyPI vendor libraries and declare them as Spack externals."""
+    """Lay out the vendor libraries and declare them as Spack externals."""
     vendors = yaml.safe_load(VENDOR.read_text())
     for package, how in vendors.items():
         _install_vendor(package, how)
@@ -106,7 +118,10 @@ def install_vendors() -> None:
     config = yaml.safe_load(packages_yaml.read_text()) if packages_yaml.is_file() else {"packages": {}}
     for package, how in vendors.items():
         config["packages"][package] = {
-            "externals": [{"spec": f"{package}@{how['version']}", "prefix": str(_vendor_prefix(package))}],
+            "externals": [
+                {"spec": f"{package}@{how['version']} {variants}".strip(), "prefix": str(_vendor_prefix(package))}
+                for variants in how["specs"]
+            ],
             "buildable": False,
         }
     packages_yaml.write_text(yaml.safe_dump(config, sort_keys=False))

@@ -23,6 +23,10 @@ enable_sources_and_nonfree() {
   return $changed
 }
 
+# MKL must not become the system's default libblas.so.3/liblapack.so.3: the
+# OpenBLAS flavors' ScaLAPACK (Debian's) links through those alternatives.
+echo "libmkl-rt libmkl-rt/use-as-default-blas-lapack boolean false" | as_root debconf-set-selections
+
 missing=()
 for p in "${wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -73,3 +73,17 @@ def test_published_release_is_read_only(live_release):
     writable = [p for p in live_release.rglob("*") if not p.is_symlink() and p.stat().st_mode & 0o222
                 and p.is_file()]
     assert not writable, writable[:5]
+
+
+def test_loading_a_second_flavor_replaces_the_first(init_script, published_flavors):
+    qe = [m for m in published_flavors if m.startswith("qe/")]
+    assert len(qe) >= 2, f"needs two published QE flavors, has {qe}"
+    first, second = qe[:2]
+    proc = lmod.clean_shell(init_script, f"module load {first}\nmodule load {second} 2>&1\n"
+                                         "echo ==loaded==\nmodule -t list 2>&1\ncommand -v pw.x")
+    assert proc.returncode == 0, proc.stderr
+    listed = proc.stdout.split("==loaded==")[1]
+    assert second in listed and first not in listed, listed
+    first_math, second_math = first.split("/")[1].split("-")[0], second.split("/")[1].split("-")[0]
+    assert f"quantum-espresso/6.7.0-{second_math}" in listed
+    assert f"quantum-espresso/6.7.0-{first_math}" not in listed

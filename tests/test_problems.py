@@ -4,7 +4,7 @@ checked quantity must match the published reference within tolerance."""
 
 import pytest
 
-from onestack import problems
+from onestack import problems, status
 
 QE_PROBLEMS = problems.load("qe")
 
@@ -17,6 +17,7 @@ def test_qe_problem_matches_reference(case, init_script, published_flavors, tmp_
         checks = problems.run(init_script, module, QE_PROBLEMS[case], tmp_path / module.replace("/", "_"))
         report = "\n".join(str(c) for c in checks)
         print(f"{module} {case}:\n{report}")
+        status.record_result(module, case, all(c.passed for c in checks), [str(c) for c in checks])
         assert all(c.passed for c in checks), report
 
 

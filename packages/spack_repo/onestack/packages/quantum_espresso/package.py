@@ -38,3 +38,28 @@ class QuantumEspresso(BuiltinQuantumEspresso):
             "1.6x-5x slower and unstable in the site's measurements; pick a vendor "
             "library (MKL, OpenBLAS, AOCL)",
         )
+
+    # MKL's ScaLAPACK needs the BLACS built for the MPI in use: the intelmpi
+    # BLACS for the MPICH ABI family (Intel MPI, MPICH, MVAPICH2), the openmpi
+    # BLACS for Open MPI. A mismatch links, then fails or hangs at run time.
+    for _mpi, _family in (
+        ("mpich", "mpich"),
+        ("mvapich2", "mpich"),
+        ("intel-oneapi-mpi", "mpich"),
+        ("openmpi", "openmpi"),
+    ):
+        requires(
+            f"^[virtuals=scalapack] intel-oneapi-mkl mpi_family={_family}",
+            when=f"^[virtuals=mpi] {_mpi} ^[virtuals=scalapack] intel-oneapi-mkl",
+            msg=f"MKL ScaLAPACK with {_mpi} needs the BLACS of the {_family} family "
+            f"(intel-oneapi-mkl mpi_family={_family}): libmkl_blacs_"
+            f"{'intelmpi' if _family == 'mpich' else 'openmpi'}_lp64",
+        )
+
+    # GNU Fortran must link MKL's GNU interface layer (libmkl_gf_lp64): with the
+    # Intel layer, complex-valued BLAS functions return their results wrongly.
+    requires(
+        "^[virtuals=blas] intel-oneapi-mkl +gfortran",
+        when="%fortran=gcc ^[virtuals=blas] intel-oneapi-mkl",
+        msg="GCC builds need MKL's GNU Fortran interface layer (intel-oneapi-mkl +gfortran)",
+    )

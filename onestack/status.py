@@ -1,0 +1,85 @@
+"""The flavor status table: one row per cell of the flavor matrix, saying
+whether it concretizes, whether it is built, whether its test problems pass,
+and if not, why. Nothing is left out: a cell that cannot be built here says so."""
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Dict, List
+
+from onestack import flavors, paths, spack
+from onestack.flavors import Flavor
+
+
+def results_dir() -> Path:
+    """Test problem outcomes, one JSON per flavor and case (written by tests)."""
+    return paths.prefix() / "results"
+
+
+def record_result(module: str, case: str, passed: bool, checks: List[str]) -> None:
+    out = results_dir() / module / f"{case}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"passed": passed, "checks": checks}, indent=1))
+
+
+def _inputs_fingerprint() -> str:
+    """Everything concretization depends on, so a result is reused until it changes."""
+    files = [paths.REPO / "spack.yaml", *sorted(paths.environments_dir().glob("*")),
+             *sorted((paths.REPO / "packages").rglob("*.py")),
+             Path(paths.cache()) / "site-scope" / "packages.yaml"]
+    digest = hashlib.sha256()
+    for file in files:
+        if file.is_file():
+            digest.update(file.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def concretize_cells(every: List[Flavor]) -> Dict[str, dict]:
+    """Concretize every cell on its own (minutes for the whole matrix), cached
+    in $ONESTACK_CACHE until the stack's inputs change."""
+    cache = paths.cache() / "flavor-status" / f"concretize-{_inputs_fingerprint()}.json"
+    if cache.is_file():
+        return json.loads(cache.read_text())
+    print(f"==> flavors: concretizing {len(every)} cells, each on its own", flush=True)
+    result = spack.query("concretize_each", json.dumps([f.spack_spec() for f in every]))
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps(result))
+    return result
+
+
+def _tests(module: str) -> str:
+    outcomes = [json.loads(f.read_text())["passed"] for f in sorted((results_dir() / module).glob("*.json"))]
+    if not outcomes:
+        return "not run"
+    passed = sum(outcomes)
+    return f"{passed}/{len(outcomes)} passed" if passed == len(outcomes) else f"{passed}/{len(outcomes)} FAILED"
+
+
+def rows(every: List[Flavor]) -> List[dict]:
+    cells = concretize_cells(every)
+    table = []
+    for flavor in every:
+        cell = cells[flavor.spack_spec()]
+        built = cell.get("installed", False)
+        if not cell["ok"]:
+            note = f"does not concretize: {cell['error']}"
+        elif flavor.unavailable:
+            note = f"concretized only: {'; '.join(flavor.unavailable)}"
+        elif not built:
+            note = f"buildable here, not built: not in `build` of {flavor.app.file.name}"
+        else:
+            note = ""
+        table.append({
+            "flavor": flavor.module_name, "compiler": flavor.compiler, "mpi": flavor.mpi, "math": flavor.math,
+            "concretized": "yes" if cell["ok"] else "NO", "built": "yes" if built else "no",
+            "tests": _tests(flavor.module_name) if built else "-", "note": note,
+        })
+    return table
+
+
+def print_table(table: List[dict]) -> None:
+    columns = ["flavor", "compiler", "mpi", "math", "concretized", "built", "tests", "note"]
+    widths = {c: max(len(c), *(len(r[c]) for r in table)) for c in columns[:-1]}
+    print("  ".join(c.ljust(widths[c]) for c in columns[:-1]) + "  note")
+    for row in table:
+        print("  ".join(row[c].ljust(widths[c]) for c in columns[:-1]) + "  " + row["note"])

@@ -4,6 +4,7 @@ and if not, why. Nothing is left out: a cell that cannot be built here says so."
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Dict, List
 
@@ -55,13 +56,25 @@ def _tests(module: str) -> str:
     return f"{passed}/{len(outcomes)} passed" if passed == len(outcomes) else f"{passed}/{len(outcomes)} FAILED"
 
 
+# Spack 1.x concretizes only with a compiler that is installed or external.
+NO_COMPILER = "Only external, or concrete, compilers are allowed"
+
+
+def only_compiler_missing(error: str) -> bool:
+    """True if the concretizer's every reason is that the compiler is absent."""
+    reasons = re.findall(r"\d+\. (.*?)(?= \d+\. |$)", error.split("following reasons:", 1)[-1])
+    return bool(reasons) and all(NO_COMPILER in r for r in reasons)
+
+
 def rows(every: List[Flavor]) -> List[dict]:
     cells = concretize_cells(every)
     table = []
     for flavor in every:
         cell = cells[flavor.spack_spec()]
         built = cell.get("installed", False)
-        if not cell["ok"]:
+        if not cell["ok"] and flavor.unavailable and only_compiler_missing(cell["error"]):
+            note = f"not concretizable here (Spack needs the compiler present): {'; '.join(flavor.unavailable)}"
+        elif not cell["ok"]:
             note = f"does not concretize: {cell['error']}"
         elif flavor.unavailable:
             note = f"concretized only: {'; '.join(flavor.unavailable)}"
@@ -71,7 +84,7 @@ def rows(every: List[Flavor]) -> List[dict]:
             note = ""
         table.append({
             "flavor": flavor.module_name, "compiler": flavor.compiler, "mpi": flavor.mpi, "math": flavor.math,
-            "concretized": "yes" if cell["ok"] else "NO", "built": "yes" if built else "no",
+            "concretized": "yes" if cell["ok"] else ("no compiler" if note.startswith("not concretizable") else "NO"), "built": "yes" if built else "no",
             "tests": _tests(flavor.module_name) if built else "-", "note": note,
         })
     return table

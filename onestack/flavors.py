@@ -16,6 +16,7 @@ import yaml
 from onestack import paths
 
 COMPONENTS_FILE = "components.yaml"
+CPUS_FILE = "cpus.yaml"
 SCHEMA_FILE = "schema.json"
 
 
@@ -221,7 +222,7 @@ def load(env_dir: Optional[Path] = None) -> List[Flavor]:
     flavors: List[Flavor] = []
     modules: Dict[str, Path] = {}
     for file in sorted(env_dir.glob("*.yaml")):
-        if file.name == COMPONENTS_FILE:
+        if file.name in (COMPONENTS_FILE, CPUS_FILE):
             continue
         app_flavors = _load_application(file, components)
         module = app_flavors[0].app.module
@@ -235,6 +236,20 @@ def load(env_dir: Optional[Path] = None) -> List[Flavor]:
     if not flavors:
         raise InputError(f"{_location(env_dir)}: no application files (<app>.yaml) found")
     return flavors
+
+
+def cpu_generations(env_dir: Optional[Path] = None) -> List[dict]:
+    """The site's CPU generations, oldest (the build baseline) first."""
+    file = (env_dir or paths.environments_dir()) / CPUS_FILE
+    data = _load_yaml(file)
+    _schema_errors(file, data, "cpus")
+    return data["generations"]
+
+
+def intel_ax_flag(generations: List[dict]) -> str:
+    """Intel's automatic CPU dispatch over every generation, newest first
+    (-ax with only some of them yields those paths plus a generic one)."""
+    return "-ax" + ",".join(g["intel_ax"] for g in reversed(generations))
 
 
 def select(flavors: List[Flavor], wanted: Optional[List[str]] = None) -> List[Flavor]:
@@ -284,6 +299,8 @@ def render(selected: List[Flavor], out_dir: Optional[Path] = None) -> Path:
         "definitions": [{"flavors": [f.spack_spec() for f in selected]},
                         {"runtimes": [r.spec for r in runtimes()]}],
         "modules": {"default": {"lmod": {"projections": projections}}},
+        # The oldest CPU generation of the site is every package's target.
+        "packages": {"all": {"target": [cpu_generations()[0]["spack_target"]]}},
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / "flavors.yaml"

@@ -58,8 +58,8 @@ class QuantumEspresso(BuiltinQuantumEspresso):
 
     # GNU Fortran must link MKL's GNU interface layer (libmkl_gf_lp64): with the
     # Intel layer, complex-valued BLAS functions return their results wrongly.
-    requires(
-        "^[virtuals=blas] intel-oneapi-mkl +gfortran",
-        when="%fortran=gcc ^[virtuals=blas] intel-oneapi-mkl",
+    conflicts(
+        "^[virtuals=blas] intel-oneapi-mkl ~gfortran",
+        when="%fortran=gcc",
         msg="GCC builds need MKL's GNU Fortran interface layer (intel-oneapi-mkl +gfortran)",
     )

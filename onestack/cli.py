@@ -76,26 +76,26 @@ def cmd_bench_modules(args) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="onestack", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, func, helptext in [
-        ("render", cmd_render, "validate environments/*.yaml and render .generated/flavors.yaml"),
-        ("site", cmd_site, "detect this machine's externals into the site scope"),
-        ("mirror", cmd_mirror, "fill the offline source mirror (verified by sha256)"),
-        ("build", cmd_build, "concretize and install the selected flavors"),
-        ("publish", cmd_publish, "generate a new module tree release and make it live"),
-        ("flavors", cmd_flavors, "print the flavor status table: concretized / built / tested, or why not"),
-        ("where", cmd_where, "print the init script of the live module tree"),
-        ("rollback", cmd_rollback, "make the previous release live again"),
-        ("bench-modules", cmd_bench_modules, "print module avail/load latency, with and without cache"),
-    ]:
+    offline = ("--offline", "a source missing from the mirror is an error, not a download")
+    commands = [
+        ("render", cmd_render, "validate environments/*.yaml and render .generated/flavors.yaml", []),
+        ("site", cmd_site, "detect this machine's externals and lay out vendor libraries", []),
+        ("mirror", cmd_mirror, "fill the offline source mirror (verified by sha256)",
+         [offline, ("--rebuild", "also the sources of installed specs (for a rebuild from scratch)")]),
+        ("build", cmd_build, "concretize and install the selected flavors", [offline]),
+        ("publish", cmd_publish, "generate a new module tree release and make it live",
+         [("--force", "generate a new release even if nothing changed")]),
+        ("flavors", cmd_flavors, "print the flavor status table: concretized / built / tested, or why not", []),
+        ("where", cmd_where, "print the init script of the live module tree", []),
+        ("rollback", cmd_rollback, "make the previous release live again", []),
+        ("bench-modules", cmd_bench_modules, "print module avail/load latency, with and without cache", []),
+    ]
+    for name, func, helptext, options in commands:
         p = sub.add_parser(name, help=helptext)
         p.set_defaults(func=func)
         p.add_argument("flavors", nargs="*", help="app/flavor names (default: each app's build list)")
-        p.add_argument("--offline", action="store_true",
-                       help="a source missing from the mirror is an error, not a download")
-        p.add_argument("--force", action="store_true",
-                       help="publish: generate a new release even if nothing changed")
-        p.add_argument("--rebuild", action="store_true",
-                       help="mirror: also the sources of installed specs (for a rebuild from scratch)")
+        for flag, flag_help in options:
+            p.add_argument(flag, action="store_true", help=flag_help)
     args = parser.parse_args(argv)
     try:
         args.func(args)

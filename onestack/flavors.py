@@ -6,6 +6,7 @@ sees it; an error names the file, the key and what is allowed.
 """
 
 import json
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -88,12 +89,29 @@ class Flavor:
 
 
 def merge_variants(base: str, override: str) -> str:
-    """Spack variants of base, each replaced by override's variant of the same name."""
+    """Spack variants of base, each replaced by override's variant of the same
+    name; quoted values (fflags="-O2 -g") stay one variant."""
     def name(token: str) -> str:
         return token.lstrip("+~").split("=")[0]
 
-    replaced = {name(t) for t in override.split()}
-    return " ".join([t for t in base.split() if name(t) not in replaced] + override.split())
+    def quoted(token: str) -> str:
+        key, _, value = token.partition("=")
+        return f'{key}="{value}"' if " " in value else token
+
+    replaced = {name(t) for t in shlex.split(override)}
+    tokens = [t for t in shlex.split(base) if name(t) not in replaced] + shlex.split(override)
+    return " ".join(quoted(t) for t in tokens)
+
+
+def _check_flags(file: Path, key: str, variants: str) -> None:
+    """GFortran's -fdefault-real-8 also promotes DOUBLE PRECISION to 16-byte
+    quad precision, done in software (libquadmath): 20x slower. Only with
+    -fdefault-double-8 beside it does it mean what its users want."""
+    if "-fdefault-real-8" in variants and "-fdefault-double-8" not in variants:
+        raise InputError(
+            f"{_location(file)}: {key}: -fdefault-real-8 without -fdefault-double-8 turns DOUBLE "
+            "PRECISION into software quad precision (20x slower); add -fdefault-double-8"
+        )
 
 
 def _location(file: Path) -> str:
@@ -174,6 +192,7 @@ def _load_application(file: Path, components: dict) -> List[Flavor]:
         build=tuple(data["build"]),
     )
     names = data["flavors"]
+    _check_flags(file, "variants", app.variants)
     _check_choice(file, "default_flavor", app.default_flavor, names, "flavor", "keys of flavors")
     for i, name in enumerate(app.build):
         _check_choice(file, f"build[{i}]", name, names, "flavor", "keys of flavors")
@@ -181,6 +200,7 @@ def _load_application(file: Path, components: dict) -> List[Flavor]:
     flavors = []
     for name, entry in names.items():
         key = f"flavors.{name}"
+        _check_flags(file, f"{key}.variants", merge_variants(app.variants, entry.get("variants", "")))
         _check_choice(file, f"{key}.compiler", entry["compiler"], components["compilers"], "compiler", where)
         _check_choice(file, f"{key}.mpi", entry["mpi"], components["mpis"], "MPI", where)
         _check_choice(file, f"{key}.math", entry["math"], components["math"], "math library", where)

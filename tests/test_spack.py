@@ -76,3 +76,19 @@ def test_wrong_library_choice_is_refused_with_its_reason(scratch_env, case):
     proc = spack_in(scratch_env, "concretize", "-f")
     assert proc.returncode != 0
     assert reason in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+
+
+def test_open_mpi_flavors_get_open_mpis_wrappers(tmp_path):
+    """Debian's plain mpif90 is MPICH's (pinned): an Open MPI flavor must be
+    handed mpif90.openmpi, or it would silently be built against MPICH."""
+    code = ("import spack.concretize, spack.spec\n"
+            "s = spack.concretize.concretize_one(spack.spec.Spec('openmpi'))\n"
+            "s.package.setup_dependent_package(None, s)\n"
+            "print('WRAPPERS', s.external, s.mpicc, s.mpifc)")
+    script = tmp_path / "wrappers.py"
+    script.write_text(code)
+    proc = subprocess.run([str(paths.spack_root() / "bin" / "spack"), "-e", str(REPO), "python", str(script)],
+                          text=True, capture_output=True)
+    assert proc.returncode == 0, proc.stderr
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("WRAPPERS"))
+    assert line == "WRAPPERS True /usr/bin/mpicc.openmpi /usr/bin/mpif90.openmpi", line

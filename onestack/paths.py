@@ -39,6 +39,11 @@ def spack_root() -> Path:
     return _from_env("SPACK_ROOT")
 
 
+def site_scope() -> Path:
+    """This machine's Spack facts (detected externals, mirrors), outside the repo."""
+    return _from_env("ONESTACK_SITE_SCOPE")
+
+
 def mirror() -> Path:
     return _from_env("ONESTACK_MIRROR")
 

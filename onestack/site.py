@@ -1,6 +1,6 @@
 """The site scope: this machine's facts for Spack, kept outside the repository
-($ONESTACK_SITE_SCOPE): externals detected by `spack external find`, and the
-local source mirror."""
+($ONESTACK_SITE_SCOPE): externals detected by `spack external find`, the
+vendor libraries laid out from setup/vendor.yaml, and the local source mirror."""
 
 import hashlib
 import os
@@ -17,7 +17,7 @@ VENDOR = paths.REPO / "setup" / "vendor.yaml"
 
 
 def scope_dir() -> Path:
-    return Path(os.environ["ONESTACK_SITE_SCOPE"])
+    return paths.site_scope()
 
 
 def _scope_name() -> str:

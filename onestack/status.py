@@ -27,7 +27,7 @@ def _inputs_fingerprint() -> str:
     """Everything concretization depends on, so a result is reused until it changes."""
     files = [paths.REPO / "spack.yaml", *sorted(paths.environments_dir().glob("*")),
              *sorted((paths.REPO / "packages").rglob("*.py")),
-             Path(paths.cache()) / "site-scope" / "packages.yaml"]
+             paths.site_scope() / "packages.yaml"]
     digest = hashlib.sha256()
     for file in files:
         if file.is_file():

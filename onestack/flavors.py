@@ -19,6 +19,7 @@ from onestack import paths
 COMPONENTS_FILE = "components.yaml"
 CPUS_FILE = "cpus.yaml"
 SCHEMA_FILE = "schema.json"
+MATH_INTERFACES = ("blas", "lapack", "scalapack", "fftw-api")
 
 
 class InputError(ValueError):
@@ -35,6 +36,7 @@ class Application:
     usage: str
     default_flavor: str
     build: tuple
+    math_uses: tuple  # the math interfaces it links, e.g. ("blas",) for HPL
 
     @property
     def package(self) -> str:
@@ -190,8 +192,14 @@ def _load_application(file: Path, components: dict) -> List[Flavor]:
         usage=data["usage"],
         default_flavor=data["default_flavor"],
         build=tuple(data["build"]),
+        math_uses=tuple(data.get("math_uses", MATH_INTERFACES)),
     )
     names = data["flavors"]
+    if app.module == app.package:
+        # Spack's own module of the package sits in the Lmod hierarchy under
+        # that name; a flavor module of the same name makes Lmod recurse.
+        raise InputError(f"{_location(file)}: module: '{app.module}' is the Spack package's own "
+                         f"module name; pick another (e.g. qe for quantum-espresso)")
     _check_flags(file, "variants", app.variants)
     _check_choice(file, "default_flavor", app.default_flavor, names, "flavor", "keys of flavors")
     for i, name in enumerate(app.build):
@@ -215,7 +223,11 @@ def _load_application(file: Path, components: dict) -> List[Flavor]:
                 mpi_spec=mpi["spec"],
                 mpi_abi=mpi["abi"],
                 math=entry["math"],
-                providers=tuple(components["math"][entry["math"]]["providers"].items()),
+                # Only what the application links: Spack refuses a provider
+                # of a virtual the package does not depend on.
+                providers=tuple((virtual, package) for virtual, package
+                                in components["math"][entry["math"]]["providers"].items()
+                                if virtual in app.math_uses),
                 env=_runtime_env(mpi, components["math"][entry["math"]]),
                 unavailable=tuple(
                     component["unavailable"]

@@ -153,7 +153,7 @@ def _flavor_modules(release: Path, selected: List[Flavor], roots: Dict[str, dict
         root = roots[flavor.spack_spec()]
         providers = root["providers"]
         math_line = ", ".join(
-            f"{v}={providers[v]['name']}@{providers[v]['version']}" for v in ("blas", "lapack", "scalapack", "fftw-api")
+            f"{v}={providers[v]['name']}@{providers[v]['version']}" for v in flavor.app.math_uses
         )
         modules = {k: _module_of(names, root[k], flavor) for k in ("compiler", "mpi")}
         modules["app"] = _module_of(names, root, flavor)

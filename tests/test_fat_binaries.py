@@ -32,8 +32,7 @@ def _qemu(cpu: str, argv, env_lines="", init=None, module=None, cwd=None):
 def ncpp_case(tmp_path_factory):
     problem = problems.load("qe")["pw_scf-ncpp"]
     work = tmp_path_factory.mktemp("ncpp")
-    problems.extract(problems.source_archive(problem["source"]),
-                     [problem["input"], problem["reference"], problem["pseudo_dir"]], work)
+    problems.prepare(problem, work)
     return problem, work
 
 
@@ -45,7 +44,7 @@ def test_every_flavor_runs_on_every_cpu_generation(cpu, ncpp_case, init_script, 
         math = module.split("/")[1].split("-")[0]
         verbose, marker = DISPATCH[math]
         proc = _qemu(cpu["qemu"], ["$(command -v pw.x)", "-in", Path(problem["input"]).name],
-                     env_lines=f"export {verbose} ESPRESSO_PSEUDO='{work / problem['pseudo_dir']}'",
+                     env_lines=f"export {verbose}\n{problems.exports(problem, work)}",
                      init=init_script, module=module, cwd=(work / problem["input"]).parent)
         assert proc.returncode == 0, f"{module} on {cpu['qemu']}: exit {proc.returncode}\n{proc.stderr[-2000:]}"
         checks = problems.compare(problem, proc.stdout, reference)

@@ -7,14 +7,16 @@ import pytest
 from onestack import problems, status
 
 QE_PROBLEMS = problems.load("qe")
+CASES = [(app, case) for app in problems.apps() for case in sorted(problems.load(app))]
 
 
-@pytest.mark.parametrize("case", sorted(QE_PROBLEMS))
-def test_qe_problem_matches_reference(case, init_script, published_flavors, tmp_path):
-    qe_flavors = [m for m in published_flavors if m.startswith("qe/")]
-    assert qe_flavors, "no QE flavor is published"
-    for module in qe_flavors:
-        checks = problems.run(init_script, module, QE_PROBLEMS[case], tmp_path / module.replace("/", "_"))
+@pytest.mark.parametrize("app,case", CASES, ids=[f"{a}/{c}" for a, c in CASES])
+def test_problem_matches_reference(app, case, init_script, published_flavors, tmp_path):
+    modules = [m for m in published_flavors if m.startswith(f"{app}/")]
+    assert modules, f"no {app} flavor is published"
+    problem = problems.load(app)[case]
+    for module in modules:
+        checks = problems.run(init_script, module, problem, tmp_path / module.replace("/", "_"))
         report = "\n".join(str(c) for c in checks)
         print(f"{module} {case}:\n{report}")
         status.record_result(module, case, all(c.passed for c in checks), [str(c) for c in checks])
@@ -30,3 +32,11 @@ def test_checker_rejects_a_perturbed_reference():
     assert all(c.passed for c in problems.compare(problem, output, good))
     assert not all(c.passed for c in problems.compare(problem, output, perturbed))
     assert not all(c.passed for c in problems.compare(problem, "no energy printed\n", good))
+
+
+def test_checker_rejects_a_residual_above_the_bound():
+    """HPL's check: PASSED with a residual under 16 passes; FAILED does not."""
+    problem = problems.load("hpl")["hpl-n4000"]
+    line = "||Ax-b||_oo/(eps*(||A||_oo*||x||_oo+||b||_oo)*N)=        {} ...... {}\n"
+    assert all(c.passed for c in problems.compare(problem, line.format("0.0027586", "PASSED")))
+    assert not all(c.passed for c in problems.compare(problem, line.format("17.2", "FAILED")))

@@ -1,0 +1,19 @@
+# HPC Challenge as the site builds it: the builtin recipe, with its HPL ported
+# to the MPI-2 names of two MPI-1 functions, so that it compiles with today's MPIs.
+from spack_repo.builtin.packages.hpcc.package import Hpcc as BuiltinHpcc
+
+from spack.package import *
+
+
+class Hpcc(BuiltinHpcc):
+    """HPC Challenge 1.5.0, whose first benchmark is HPL 2.0 (Linpack). HPL
+    2.0 in this archive is the only HPL source this stack can verify offline
+    (Debian's hpcc source package is byte-identical to the builtin checksum)."""
+
+    def patch(self):
+        super().patch()
+        # MPI-3 removed MPI_Address and MPI_Type_struct: MPICH 4 and Open MPI 4
+        # no longer declare them. Their MPI-2 successors take the same
+        # arguments; HPL 2.3 made this same change upstream.
+        filter_file(r"\bMPI_Address\b", "MPI_Get_address", "hpl/src/comm/HPL_packL.c")
+        filter_file(r"\bMPI_Type_struct\b", "MPI_Type_create_struct", "hpl/src/comm/HPL_packL.c")

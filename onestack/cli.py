@@ -8,7 +8,7 @@ from onestack import flavors, lmod, mirror, paths, publish, site, spack, status
 
 
 def _selected(args) -> list:
-    return flavors.select(flavors.load(), args.flavors)
+    return flavors.select(flavors.load(), args.flavors, ci=getattr(args, "ci", False))
 
 
 def cmd_render(args) -> None:
@@ -41,8 +41,10 @@ def cmd_build(args) -> None:
 
 
 def cmd_publish(args) -> None:
-    publish.publish(_selected(args), force=args.force)
-    print(f"\nTo use it:\n  source {publish.init_script()}; module load {_selected(args)[0].module_name}")
+    _concretize(args)
+    release = publish.publish(_selected(args), force=args.force)
+    example = publish.release_manifest(release)["flavors"][0]
+    print(f"\nTo use it:\n  source {publish.init_script()}; module load {example}")
 
 
 def cmd_flavors(args) -> None:
@@ -82,8 +84,9 @@ def main(argv=None) -> int:
         ("site", cmd_site, "detect this machine's externals and lay out vendor libraries", []),
         ("mirror", cmd_mirror, "fill the offline source mirror (verified by sha256)",
          [offline, ("--rebuild", "also the sources of installed specs (for a rebuild from scratch)")]),
-        ("build", cmd_build, "concretize and install the selected flavors", [offline]),
-        ("publish", cmd_publish, "generate a new module tree release and make it live",
+        ("build", cmd_build, "concretize and install the selected flavors", [
+            offline, ("--ci", "only each app's ci_build list (what `make test` needs on a fresh machine)")]),
+        ("publish", cmd_publish, "generate a new module tree release of the built flavors and make it live",
          [("--force", "generate a new release even if nothing changed")]),
         ("flavors", cmd_flavors, "print the flavor status table: concretized / built / tested, or why not", []),
         ("where", cmd_where, "print the init script of the live module tree", []),

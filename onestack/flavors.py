@@ -36,6 +36,7 @@ class Application:
     usage: str
     default_flavor: str
     build: tuple
+    ci_build: tuple  # the part of build a fresh machine builds for `make test`
     math_uses: tuple  # the math interfaces it links, e.g. ("blas",) for HPL
 
     @property
@@ -58,6 +59,7 @@ class Flavor:
     env: tuple  # ((name, value, why), ...): runtime settings of the MPI and math library
     unavailable: tuple  # why a component cannot be had on this machine (empty: it can)
     variants: str = ""  # this flavor's own variants, over the application's
+    reference: bool = False  # the benchmark baseline: built and measured, never published
 
     @property
     def module_name(self) -> str:
@@ -180,6 +182,50 @@ def _runtime_env(*components: dict) -> tuple:
     )
 
 
+def _flavor(file: Path, app: Application, section: str, name: str, entry: dict, components: dict) -> Flavor:
+    """One cell of the matrix, checked against the components; section is
+    `flavors` (offered to users) or `reference` (the benchmark baseline)."""
+    key = f"{section}.{name}"
+    where = f"defined in {_location(file.parent / COMPONENTS_FILE)}"
+    _check_flags(file, f"{key}.variants", merge_variants(app.variants, entry.get("variants", "")))
+    _check_choice(file, f"{key}.compiler", entry["compiler"], components["compilers"], "compiler", where)
+    _check_choice(file, f"{key}.mpi", entry["mpi"], components["mpis"], "MPI", where)
+    _check_choice(file, f"{key}.math", entry["math"], components["math"], "math library", where)
+    mpi, math = components["mpis"][entry["mpi"]], components["math"][entry["math"]]
+    reference = section == "reference"
+    if math.get("reference_only", False) != reference:
+        raise InputError(
+            f"{_location(file)}: {key}.math: '{entry['math']}' is "
+            + ("a reference library (reference_only in components.yaml): 1.6x-5x slower and unstable "
+               "in the site's measurements, so it may only be the application's `reference`"
+               if not reference else
+               "a production library; the reference is the baseline the report compares "
+               "flavors against, so it takes a reference_only library (e.g. netlib)")
+        )
+    return Flavor(
+        app=app,
+        name=name,
+        compiler=entry["compiler"],
+        compiler_spec=components["compilers"][entry["compiler"]]["spec"],
+        mpi=entry["mpi"],
+        mpi_spec=mpi["spec"],
+        mpi_abi=mpi["abi"],
+        math=entry["math"],
+        # Only what the application links: Spack refuses a provider of a
+        # virtual the package does not depend on.
+        providers=tuple((virtual, package) for virtual, package in math["providers"].items()
+                        if virtual in app.math_uses),
+        env=_runtime_env(mpi, math),
+        unavailable=tuple(
+            component["unavailable"]
+            for component in (components["compilers"][entry["compiler"]], mpi, math)
+            if "unavailable" in component
+        ),
+        variants=entry.get("variants", ""),
+        reference=reference,
+    )
+
+
 def _load_application(file: Path, components: dict) -> List[Flavor]:
     data = _load_yaml(file)
     _schema_errors(file, data, "application")
@@ -192,6 +238,7 @@ def _load_application(file: Path, components: dict) -> List[Flavor]:
         usage=data["usage"],
         default_flavor=data["default_flavor"],
         build=tuple(data["build"]),
+        ci_build=tuple(data["ci_build"]),
         math_uses=tuple(data.get("math_uses", MATH_INTERFACES)),
     )
     names = data["flavors"]
@@ -204,40 +251,11 @@ def _load_application(file: Path, components: dict) -> List[Flavor]:
     _check_choice(file, "default_flavor", app.default_flavor, names, "flavor", "keys of flavors")
     for i, name in enumerate(app.build):
         _check_choice(file, f"build[{i}]", name, names, "flavor", "keys of flavors")
-    where = f"defined in {_location(file.parent / COMPONENTS_FILE)}"
-    flavors = []
-    for name, entry in names.items():
-        key = f"flavors.{name}"
-        _check_flags(file, f"{key}.variants", merge_variants(app.variants, entry.get("variants", "")))
-        _check_choice(file, f"{key}.compiler", entry["compiler"], components["compilers"], "compiler", where)
-        _check_choice(file, f"{key}.mpi", entry["mpi"], components["mpis"], "MPI", where)
-        _check_choice(file, f"{key}.math", entry["math"], components["math"], "math library", where)
-        mpi = components["mpis"][entry["mpi"]]
-        flavors.append(
-            Flavor(
-                app=app,
-                name=name,
-                compiler=entry["compiler"],
-                compiler_spec=components["compilers"][entry["compiler"]]["spec"],
-                mpi=entry["mpi"],
-                mpi_spec=mpi["spec"],
-                mpi_abi=mpi["abi"],
-                math=entry["math"],
-                # Only what the application links: Spack refuses a provider
-                # of a virtual the package does not depend on.
-                providers=tuple((virtual, package) for virtual, package
-                                in components["math"][entry["math"]]["providers"].items()
-                                if virtual in app.math_uses),
-                env=_runtime_env(mpi, components["math"][entry["math"]]),
-                unavailable=tuple(
-                    component["unavailable"]
-                    for component in (components["compilers"][entry["compiler"]], mpi,
-                                      components["math"][entry["math"]])
-                    if "unavailable" in component
-                ),
-                variants=entry.get("variants", ""),
-            )
-        )
+    for i, name in enumerate(app.ci_build):
+        _check_choice(file, f"ci_build[{i}]", name, app.build, "flavor", "it must also be in build")
+    flavors = [_flavor(file, app, "flavors", name, entry, components) for name, entry in names.items()]
+    flavors += [_flavor(file, app, "reference", name, entry, components)
+                for name, entry in data.get("reference", {}).items()]
     for i, name in enumerate(app.build):
         reasons = next(f.unavailable for f in flavors if f.name == name)
         if reasons:
@@ -284,10 +302,11 @@ def intel_ax_flag(generations: List[dict]) -> str:
     return "-ax" + ",".join(g["intel_ax"] for g in reversed(generations))
 
 
-def select(flavors: List[Flavor], wanted: Optional[List[str]] = None) -> List[Flavor]:
-    """The flavors to build: those named (app/flavor), else each app's `build` list."""
+def select(flavors: List[Flavor], wanted: Optional[List[str]] = None, ci: bool = False) -> List[Flavor]:
+    """The flavors to build: those named (app/flavor), else each app's `build`
+    list (its `ci_build` part with ci)."""
     if not wanted:
-        return [f for f in flavors if f.name in f.app.build]
+        return [f for f in flavors if f.reference or f.name in (f.app.ci_build if ci else f.app.build)]
     by_name = {f.module_name: f for f in flavors}
     unknown = [w for w in wanted if w not in by_name]
     if unknown:
@@ -327,10 +346,12 @@ def render(selected: List[Flavor], out_dir: Optional[Path] = None) -> Path:
     projections: Dict[str, str] = {}
     for flavor in selected:
         projections.update(flavor.projection())
+    # The benchmark baseline is built, never offered: no module of it either.
+    hidden = [next(iter(f.projection())) for f in selected if f.reference]
     config = {
         "definitions": [{"flavors": [f.spack_spec() for f in selected]},
                         {"runtimes": [r.spec for r in runtimes()]}],
-        "modules": {"default": {"lmod": {"projections": projections}}},
+        "modules": {"default": {"lmod": {"projections": projections, "exclude": hidden}}},
         # The oldest CPU generation of the site is every package's target.
         "packages": {"all": {"target": [cpu_generations()[0]["spack_target"]]}},
     }

@@ -14,7 +14,7 @@ import shutil
 import stat
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import jinja2
 import yaml
@@ -120,16 +120,24 @@ def _module_of(names: Dict[str, str], node: dict, flavor: Flavor) -> str:
     return names[node["hash"]]
 
 
-def _installed_roots(selected: List[Flavor]) -> Dict[str, dict]:
-    """The concrete, installed root of each flavor and MPI runtime, by abstract
-    spec (see inside_spack/flavor_roots.py)."""
+def _installed_roots(selected: List[Flavor]) -> Tuple[List[Flavor], Dict[str, dict]]:
+    """The flavors of selected that are built, and the concrete installed root
+    of each and of each MPI runtime, by abstract spec (inside_spack/flavor_roots.py).
+    A flavor not built here is left out of the release, and said so."""
     wanted = {f.spack_spec(): f.module_name for f in selected}
-    wanted.update({r.spec: r.module_name for r in flavors.runtimes()})
-    roots = spack.query("flavor_roots", json.dumps(list(wanted)))
-    for spec, module in wanted.items():
+    runtimes = {r.spec: r.module_name for r in flavors.runtimes()}
+    roots = spack.query("flavor_roots", json.dumps(list(wanted) + list(runtimes)))
+    for spec, module in runtimes.items():
         if not roots.get(spec) or not roots[spec]["installed"]:
             raise PublishError(f"{module}: not installed; run `make stack` to build it")
-    return roots
+    built = [f for f in selected if roots.get(f.spack_spec()) and roots[f.spack_spec()]["installed"]]
+    for flavor in selected:
+        if flavor not in built:
+            print(f"==> publish: {flavor.module_name} is not built here, left out "
+                  f"(`make stack FLAVORS={flavor.module_name}` builds it)")
+    if not built:
+        raise PublishError("none of the selected flavors is built: run `make stack`")
+    return built, roots
 
 
 def _fingerprint(selected: List[Flavor], roots: Dict[str, dict]) -> str:
@@ -209,9 +217,10 @@ def _switch_current(release: Path) -> None:
 
 
 def publish(selected: List[Flavor], force: bool = False) -> Path:
-    """Generate, check and switch to a new release of the module tree; nothing
-    is generated when the live release was made from the same inputs (unless forced)."""
-    roots = _installed_roots(selected)
+    """Generate, check and switch to a new release of the module tree with the
+    built flavors of selected; nothing is generated when the live release was
+    made from the same inputs (unless forced)."""
+    selected, roots = _installed_roots([f for f in selected if not f.reference])
     fingerprint = _fingerprint(selected, roots)
     live = current_link().is_symlink() and release_manifest(current_release())["fingerprint"]
     if live == fingerprint and not force:

@@ -54,6 +54,10 @@ def _vendor_prefix(package: str) -> Path:
 
 
 def _component_dir(package: str, how: dict) -> Path:
+    """Where the files go: the oneAPI layout for oneAPI recipes, else the
+    prefix itself (whose lib/ Spack then rpaths into its dependents)."""
+    if "component" not in how:
+        return _vendor_prefix(package)
     return _vendor_prefix(package) / how["component"] / str(how["component_version"])
 
 

@@ -78,8 +78,12 @@ def rows(every: List[Flavor]) -> List[dict]:
             note = f"does not concretize: {cell['error']}"
         elif flavor.unavailable:
             note = f"concretized only: {'; '.join(flavor.unavailable)}"
+        elif not built and flavor.name in flavor.app.build:
+            note = f"in `build` of {flavor.app.file.name}, not built on this machine yet (`make stack` builds it)"
         elif not built:
             note = f"buildable here, not built: not in `build` of {flavor.app.file.name}"
+        elif flavor.reference:
+            note = "benchmark baseline: built for the report to measure, never published"
         else:
             note = ""
         table.append({

@@ -56,23 +56,25 @@ def test_every_flavor_concretizes():
     assert any(cells[f.spack_spec()]["ok"] for f in every if f.unavailable), "no unavailable cell concretized"
 
 
+QE = "quantum-espresso@6.7.0 ~openmp"
 REFUSED = {
-    "netlib-reference-blas": ("^[virtuals=blas,lapack] netlib-lapack", "Netlib reference"),
+    "qe-netlib-reference-blas": (f"{QE} ^[virtuals=blas,lapack] netlib-lapack", "Netlib reference"),
+    "hpl-netlib-reference-blas": ("hpcc@1.5.0 ^[virtuals=blas] netlib-lapack", "refused for production HPL"),
     "mkl-openmpi-blacs-with-mpich": (
-        "^[virtuals=mpi] mpich ^[virtuals=blas,lapack,scalapack,fftw-api] intel-oneapi-mkl mpi_family=openmpi",
+        f"{QE} ^[virtuals=mpi] mpich ^[virtuals=blas,lapack,scalapack,fftw-api] intel-oneapi-mkl mpi_family=openmpi",
         "needs the BLACS of the mpich family"),
     "mkl-intel-fortran-layer-with-gcc": (
-        "%gcc ^[virtuals=mpi] mpich ^[virtuals=blas,lapack,scalapack,fftw-api] intel-oneapi-mkl ~gfortran",
+        f"{QE} %gcc ^[virtuals=mpi] mpich ^[virtuals=blas,lapack,scalapack,fftw-api] intel-oneapi-mkl ~gfortran",
         "GNU Fortran interface layer"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(REFUSED))
 def test_wrong_library_choice_is_refused_with_its_reason(scratch_env, case):
-    constraint, reason = REFUSED[case]
+    spec, reason = REFUSED[case]
     (scratch_env / ".generated").mkdir(exist_ok=True)
     (scratch_env / ".generated" / "flavors.yaml").write_text(
-        f"definitions:\n- runtimes: []\n- flavors: ['quantum-espresso@6.7.0 ~openmp {constraint}']\n")
+        f"definitions:\n- runtimes: []\n- flavors: ['{spec}']\n")
     proc = spack_in(scratch_env, "concretize", "-f")
     assert proc.returncode != 0
     assert reason in proc.stdout + proc.stderr, proc.stdout + proc.stderr

@@ -10,6 +10,21 @@ class Hpcc(BuiltinHpcc):
     2.0 in this archive is the only HPL source this stack can verify offline
     (Debian's hpcc source package is byte-identical to the builtin checksum)."""
 
+    # The Netlib reference BLAS ran 1.6x-5x slower in the site's measurements
+    # (shared/context/seed-facts.md): refused, except in the benchmark baseline
+    # that measures what it costs (environments/hpl.yaml `reference`).
+    variant(
+        "netlib_reference",
+        default=False,
+        description="the benchmark baseline only: allow the Netlib reference BLAS",
+    )
+    conflicts(
+        "^[virtuals=blas] netlib-lapack",
+        when="~netlib_reference",
+        msg="the Netlib reference BLAS is refused for production HPL: 1.6x-5x slower; pick a "
+        "vendor library (MKL, OpenBLAS, AOCL), or build the benchmark baseline (+netlib_reference)",
+    )
+
     def patch(self):
         super().patch()
         # MPI-3 removed MPI_Address and MPI_Type_struct: MPICH 4 and Open MPI 4

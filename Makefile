@@ -7,7 +7,7 @@ ONESTACK := bin/onestack
 FLAVORS ?=
 PYTEST_ARGS ?=
 
-.PHONY: setup mirror stack stack-for-tests test flavors where rollback bench-modules
+.PHONY: setup mirror stack stack-for-tests test flavors where rollback bench-modules report report-path
 
 setup:
 	@bash setup/apt.sh
@@ -46,3 +46,10 @@ rollback:
 
 bench-modules:
 	@$(ONESTACK) bench-modules
+
+# The flavor benchmark report (HTML + PNG): every published flavor side by side.
+report: stack
+	@$(ONESTACK) report
+
+report-path:
+	@$(ONESTACK) report-path

@@ -4,7 +4,7 @@ import argparse
 import statistics
 import sys
 
-from onestack import flavors, lmod, mirror, paths, publish, site, spack, status
+from onestack import flavors, lmod, mirror, paths, publish, report, site, spack, status
 
 
 def _selected(args) -> list:
@@ -75,6 +75,14 @@ def cmd_bench_modules(args) -> None:
                   f"{times[0]:6.1f}-{times[-1]:<6.1f}  < {goal} ms {verdict}")
 
 
+def cmd_report(args) -> None:
+    report.make(reduced=args.reduced)
+
+
+def cmd_report_path(args) -> None:
+    print(report.latest())
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="onestack", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -91,6 +99,9 @@ def main(argv=None) -> int:
         ("flavors", cmd_flavors, "print the flavor status table: concretized / built / tested, or why not", []),
         ("where", cmd_where, "print the init script of the live module tree", []),
         ("rollback", cmd_rollback, "make the previous release live again", []),
+        ("report", cmd_report, "measure every published flavor side by side: HTML and PNG report",
+         [("--reduced", "small sizes, one run each (the test suite's run: keeps the code path working)")]),
+        ("report-path", cmd_report_path, "print the folder of the latest report", []),
         ("bench-modules", cmd_bench_modules, "print module avail/load latency, with and without cache", []),
     ]
     for name, func, helptext, options in commands:
@@ -103,7 +114,7 @@ def main(argv=None) -> int:
     try:
         args.func(args)
     except (flavors.InputError, mirror.MirrorError, spack.SpackError, publish.PublishError,
-            lmod.LmodError, paths.SetupError) as err:
+            lmod.LmodError, paths.SetupError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     return 0

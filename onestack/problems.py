@@ -90,6 +90,16 @@ def compare(problem: dict, output: str, reference: str = "") -> List[Check]:
     return checks
 
 
+def figures(problem: dict, output: str) -> Dict[str, float]:
+    """The problem's benchmark figures (its `figures`) in an output, scaled."""
+    found = {}
+    for name, how in problem.get("figures", {}).items():
+        got = values(how["pattern"], output)
+        if got:
+            found[name] = got[-1] * how.get("scale", 1)
+    return found
+
+
 def prepare(problem: dict, workdir: Path) -> Path:
     """Lay out a problem's files in workdir: those it takes from its source
     archive (input, reference and files), and those it writes itself; returns
@@ -99,6 +109,8 @@ def prepare(problem: dict, workdir: Path) -> Path:
         extract(source_archive(problem["source"]), members, workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     for name, text in problem.get("write", {}).items():
+        for key, value in problem.get("params", {}).items():
+            text = text.replace(f"{{{key}}}", str(value))
         (workdir / name).write_text(text)
     return (workdir / problem["input"]).parent if "input" in problem else workdir
 

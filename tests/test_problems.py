@@ -36,7 +36,7 @@ def test_checker_rejects_a_perturbed_reference():
 
 def test_checker_rejects_a_residual_above_the_bound():
     """HPL's check: PASSED with a residual under 16 passes; FAILED does not."""
-    problem = problems.load("hpl")["hpl-n4000"]
+    problem = problems.load("hpl")["hpl"]
     line = "||Ax-b||_oo/(eps*(||A||_oo*||x||_oo+||b||_oo)*N)=        {} ...... {}\n"
     assert all(c.passed for c in problems.compare(problem, line.format("0.0027586", "PASSED")))
     assert not all(c.passed for c in problems.compare(problem, line.format("17.2", "FAILED")))

@@ -1,0 +1,30 @@
+"""The benchmark report's code path, on the reduced run (small sizes, one run
+each): it measures every published flavor and the Netlib reference, writes
+the HTML page and its charts, and prints its goals with their figures."""
+
+import json
+
+from conftest import onestack
+from onestack import report
+
+
+def test_reduced_report_measures_every_published_flavor(published_flavors):
+    proc = onestack("report", "--reduced", check=True)
+    out = report.latest()
+    results = json.loads((out / "results.json").read_text())
+    measured = {r["label"]: r for a in results["apps"] for case in a["cases"].values() for r in case["results"]}
+    for module in published_flavors:
+        assert module in measured, f"{module} is published but not in the report"
+        assert measured[module]["figures"], f"{module}: no figure measured: {measured[module]['error']}"
+    reference = [r for r in measured.values() if r["reference"]]
+    assert reference and reference[0]["figures"]["hpl_gflops"]["median"] > 0, "the Netlib baseline was not measured"
+    assert results["peak"]["gflops"] > 0
+    html = (out / "index.html").read_text()
+    for a in results["apps"]:
+        for case in a["cases"].values():
+            for chart in case["charts"]:
+                assert (out / chart).stat().st_size > 1000 and chart in html
+    assert "Netlib baseline >= 5x slower" in proc.stdout
+    # The reduced run never rewrites the site default (only a full report does).
+    assert all(a["default_change"] is None for a in results["apps"])
+    assert onestack("report-path", check=True).stdout.strip() == str(out)

@@ -21,7 +21,7 @@ from typing import Dict, List, Optional
 
 import jinja2
 
-from onestack import flavors, paths, problems, publish, spack
+from onestack import flavors, paths, problems, publish, spack, status
 from onestack.flavors import Flavor
 
 FMA_PEAK_SOURCE = paths.REPO / "report" / "fma_peak.c"
@@ -67,7 +67,7 @@ def _contestants(published: List[str]) -> List[dict]:
     """What is measured: each published flavor, and each built reference (run
     from its prefix, with a published flavor of the same MPI loaded for the MPI)."""
     every = flavors.load()
-    runs = [{"label": m, "module": m, "prelude": "", "reference": False} for m in published]
+    runs = [{"name": m, "label": m, "module": m, "prelude": "", "reference": False} for m in published]
     references = [f for f in every if f.reference]
     roots = spack.query("flavor_roots", json.dumps([f.spack_spec() for f in references])) if references else {}
     for ref in references:
@@ -76,7 +76,8 @@ def _contestants(published: List[str]) -> List[dict]:
         if not root or not root["installed"] or host is None:
             print(f"==> report: {ref.module_name} (reference) not built or no {ref.mpi} flavor published: left out")
             continue
-        runs.append({"label": f"{ref.module_name} (reference)", "module": host, "reference": True,
+        runs.append({"name": ref.module_name, "label": f"{ref.module_name} (reference)", "module": host,
+                     "reference": True,
                      "prelude": f"export PATH='{root['prefix']}/bin':$PATH"})
     return runs
 
@@ -86,12 +87,14 @@ def _same_mpi(every: List[Flavor], module: str, ref: Flavor) -> bool:
     return flavor.app is ref.app and flavor.mpi == ref.mpi
 
 
-def _measure(init: Path, run: dict, problem: dict, workdir: Path, repeats: int, warmup: bool) -> dict:
+def _measure(init: Path, run: dict, case: str, problem: dict, workdir: Path, repeats: int, warmup: bool) -> dict:
     """Median and spread of each figure over repeats (after an uncounted warm-up)."""
     samples: Dict[str, List[float]] = {}
     for i in range(repeats + (1 if warmup else 0)):
         rundir = workdir / f"run{i}"
         checks = problems.run(init, run["module"], problem, rundir, prelude=run["prelude"])
+        # The flavor table's test column (the reference has no module the tests could load).
+        status.record_result(run["name"], case, all(c.passed for c in checks), [str(c) for c in checks])
         if not all(c.passed for c in checks):
             return {"error": "; ".join(str(c) for c in checks if not c.passed)}
         if warmup and i == 0:
@@ -191,7 +194,7 @@ def make(reduced: bool) -> Path:
             for c in contestants:
                 print(f"==> report: {app}/{case}: {c['label']} ({repeats} runs{', after a warm-up' if warmup else ''})",
                       flush=True)
-                measured = _measure(init, c, problem, out / "runs" / app / case / c["label"].split()[0].replace("/", "_"),
+                measured = _measure(init, c, case, problem, out / "runs" / app / case / c["name"].replace("/", "_"),
                                     repeats, warmup)
                 results.append({**c, "figures": {} if "error" in measured else measured,
                                 "error": measured.get("error")})

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from onestack import lmod, publish
+from onestack import flavors, lmod, publish
 
 
 def test_tree_passes_check_module_tree_syntax(live_release):
@@ -18,11 +18,13 @@ def test_tree_passes_check_module_tree_syntax(live_release):
 
 def test_every_published_flavor_loads_in_a_clean_shell(init_script, published_flavors):
     assert published_flavors, "the live release lists no flavors"
+    package = {f.module_name: f.app.package for f in flavors.load()}
     for module in published_flavors:
-        proc = lmod.clean_shell(init_script, f"module load {module}\nmodule -t list 2>&1\ncommand -v pw.x")
+        proc = lmod.clean_shell(init_script, f"module load {module}\nmodule -t list 2>&1\necho \"$PATH\"")
         assert proc.returncode == 0, proc.stderr
         assert module in proc.stdout + proc.stderr
-        assert "/quantum-espresso-" in proc.stdout, proc.stdout
+        # The application's own install prefix is on PATH (e.g. .../quantum-espresso-6.7.0-<hash>/bin).
+        assert f"/{package[module]}-" in proc.stdout, proc.stdout
 
 
 def test_where_prints_the_init_script(init_script):

@@ -5,6 +5,7 @@ Everything is validated (JSON schema, then cross-references) before Spack
 sees it; an error names the file, the key and what is allowed.
 """
 
+import dataclasses
 import json
 import shlex
 from dataclasses import dataclass
@@ -60,6 +61,12 @@ class Flavor:
     unavailable: tuple  # why a component cannot be had on this machine (empty: it can)
     variants: str = ""  # this flavor's own variants, over the application's
     reference: bool = False  # the benchmark baseline: built and measured, never published
+    native: bool = False  # a twin built for this machine's CPU only: measured, never published
+
+    @property
+    def published(self) -> bool:
+        """Offered to users as a module (the benchmark-only builds are not)."""
+        return not (self.reference or self.native)
 
     @property
     def module_name(self) -> str:
@@ -79,7 +86,10 @@ class Flavor:
             f"^[virtuals={','.join(virtuals)}] {package}" for package, virtuals in by_package.items()
         ]
         variants = merge_variants(self.app.variants, self.variants)
-        return " ".join([self.app.spack, variants, f"%{self.compiler_spec}", *deps]).strip()
+        # The native twin is Spack's -march=<this CPU>, over the site baseline
+        # (before the %compiler: what follows it constrains the compiler node).
+        target = f"target={paths.host_target()}" if self.native else ""
+        return " ".join(p for p in [self.app.spack, variants, target, f"%{self.compiler_spec}", *deps] if p)
 
     def projection(self) -> Dict[str, str]:
         """Spack module projection naming this flavor's application module.
@@ -256,6 +266,10 @@ def _load_application(file: Path, components: dict) -> List[Flavor]:
     flavors = [_flavor(file, app, "flavors", name, entry, components) for name, entry in names.items()]
     flavors += [_flavor(file, app, "reference", name, entry, components)
                 for name, entry in data.get("reference", {}).items()]
+    if "native_twin" in data:
+        _check_choice(file, "native_twin", data["native_twin"], app.build, "flavor", "it must be in build")
+        twin = next(f for f in flavors if f.name == data["native_twin"])
+        flavors.append(dataclasses.replace(twin, name=f"{twin.name}-native", native=True))
     for i, name in enumerate(app.build):
         reasons = next(f.unavailable for f in flavors if f.name == name)
         if reasons:
@@ -306,7 +320,7 @@ def select(flavors: List[Flavor], wanted: Optional[List[str]] = None, ci: bool =
     """The flavors to build: those named (app/flavor), else each app's `build`
     list (its `ci_build` part with ci)."""
     if not wanted:
-        return [f for f in flavors if f.reference or f.name in (f.app.ci_build if ci else f.app.build)]
+        return [f for f in flavors if not f.published or f.name in (f.app.ci_build if ci else f.app.build)]
     by_name = {f.module_name: f for f in flavors}
     unknown = [w for w in wanted if w not in by_name]
     if unknown:
@@ -347,7 +361,8 @@ def render(selected: List[Flavor], out_dir: Optional[Path] = None) -> Path:
     for flavor in selected:
         projections.update(flavor.projection())
     # The benchmark baseline is built, never offered: no module of it either.
-    hidden = [next(iter(f.projection())) for f in selected if f.reference]
+    hidden = [f"{f.app.package} target={paths.host_target()}" if f.native else next(iter(f.projection()))
+              for f in selected if not f.published]
     config = {
         "definitions": [{"flavors": [f.spack_spec() for f in selected]},
                         {"runtimes": [r.spec for r in runtimes()]}],

@@ -57,3 +57,15 @@ def modules_root() -> Path:
     """Published module trees: releases/<id>/ and the `current` link
     (ONESTACK_MODULES points elsewhere: tests publish into scratch folders)."""
     return Path(os.environ.get("ONESTACK_MODULES", prefix() / "modules"))
+
+
+def host_target() -> str:
+    """This machine's CPU as Spack names it (e.g. icelake), from the archspec
+    vendored in the pinned Spack, so that the name is the one Spack accepts."""
+    import sys
+
+    sys.path.insert(0, str(spack_root() / "lib" / "spack"))
+    from spack.vendor.archspec import cpu  # noqa: E402
+
+    return cpu.host().name
+

@@ -220,7 +220,7 @@ def publish(selected: List[Flavor], force: bool = False) -> Path:
     """Generate, check and switch to a new release of the module tree with the
     built flavors of selected; nothing is generated when the live release was
     made from the same inputs (unless forced)."""
-    selected, roots = _installed_roots([f for f in selected if not f.reference])
+    selected, roots = _installed_roots([f for f in selected if f.published])
     fingerprint = _fingerprint(selected, roots)
     live = current_link().is_symlink() and release_manifest(current_release())["fingerprint"]
     if live == fingerprint and not force:

@@ -2,16 +2,19 @@
 (environments/cpus.yaml): each published flavor's pw.x runs QE's test problem
 under qemu emulating each generation, without an illegal instruction, with
 the right energy, and shows which code path its math library chose there.
-A control built for Haswell only dies with SIGILL on the older CPUs."""
+A control built for Haswell only dies with SIGILL on the older CPUs, and
+the native twin of an HPL flavor (built for this machine's CPU) dies on them
+where the flavor's fat build passes HPL's check."""
 
 import gzip
+import json
 import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from onestack import flavors, lmod, problems
+from onestack import flavors, lmod, problems, spack
 
 GENERATIONS = flavors.cpu_generations()
 PROGRAMS = Path(__file__).parent / "programs"
@@ -74,3 +77,28 @@ def test_nothing_is_built_for_the_build_host(published_flavors, init_script):
         assert f"SPACK_TARGET_ARGS_FORTRAN='-march={baseline} -mtune=generic'" in build_env, module
         with gzip.open(Path(prefix) / ".spack" / "spack-build-out.txt.gz", "rt") as log:
             assert "-march=native" not in log.read(), module
+
+
+def test_native_twin_dies_where_the_fat_flavor_runs(tmp_path, init_script, published_flavors):
+    """HPL on one rank under qemu (tiny N so emulation stays fast): the
+    published flavor passes HPL's check on every generation; its twin built
+    for this machine's CPU dies on each (qemu has none of the host's AVX-512)."""
+    twin = next(f for f in flavors.load() if f.native)
+    fat = twin.module_name[: -len("-native")]
+    assert fat in published_flavors, f"{fat} is not published"
+    root = spack.query("flavor_roots", json.dumps([twin.spack_spec()]))[twin.spack_spec()]
+    assert root and root["installed"], f"{twin.module_name} is not built: `make stack-for-tests` builds it"
+    problem = {**problems.load("hpl")["hpl"], "params": {"N": 200, "NB": 32, "P": 1, "Q": 1}}
+    for g in GENERATIONS:
+        work = tmp_path / g["qemu"]
+        problems.prepare(problem, work)
+        ran = _qemu(g["qemu"], ["$(command -v hpcc)"], init=init_script, module=fat, cwd=work)
+        assert ran.returncode == 0, f"{fat} on {g['qemu']}: exit {ran.returncode}"
+        checks = problems.compare(problem, (work / "hpccoutf.txt").read_text())
+        assert all(c.passed for c in checks), "\n".join(map(str, checks))
+        (work / "hpccoutf.txt").unlink()
+        died = _qemu(g["qemu"], [f"{root['prefix']}/bin/hpcc"], init=init_script, module=fat, cwd=work)
+        print(f"{g['qemu']:15} {fat}: passed; {twin.module_name} (target {root['target']}): exit {died.returncode}")
+        # MPICH's UCX catches the SIGILL, names it, then dies of a SIGSEGV.
+        sigill = died.returncode in (-signal.SIGILL, 128 + signal.SIGILL) or "Illegal instruction" in died.stderr
+        assert died.returncode != 0 and sigill, f"{twin.module_name} on {g['qemu']}: exit {died.returncode}"

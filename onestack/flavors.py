@@ -60,6 +60,7 @@ class Flavor:
     env: tuple  # ((name, value, why), ...): runtime settings of the MPI and math library
     unavailable: tuple  # why a component cannot be had on this machine (empty: it can)
     variants: str = ""  # this flavor's own variants, over the application's
+    fat_flags: str = ""  # compiler flags for every CPU generation's code path
     reference: bool = False  # the benchmark baseline: built and measured, never published
     native: bool = False  # a twin built for this machine's CPU only: measured, never published
 
@@ -86,6 +87,9 @@ class Flavor:
             f"^[virtuals={','.join(virtuals)}] {package}" for package, virtuals in by_package.items()
         ]
         variants = merge_variants(self.app.variants, self.variants)
+        if self.fat_flags:
+            flags = " ".join(f'{name}="{self.fat_flags}"' for name in ("cflags", "cxxflags", "fflags"))
+            variants = merge_variants(variants, flags)
         # The native twin is Spack's -march=<this CPU>, over the site baseline
         # (before the %compiler: what follows it constrains the compiler node).
         target = f"target={paths.host_target()}" if self.native else ""
@@ -125,6 +129,21 @@ def _check_flags(file: Path, key: str, variants: str) -> None:
         raise InputError(
             f"{_location(file)}: {key}: -fdefault-real-8 without -fdefault-double-8 turns DOUBLE "
             "PRECISION into software quad precision (20x slower); add -fdefault-double-8"
+        )
+
+
+# Flags that make a compiler emit one code path, for one CPU: a fat binary
+# asked for by environments/cpus.yaml would silently become a thin one.
+SINGLE_PATH_FLAGS = ("-march=", "-mcpu=", "-xHost", "-fast", "-tp=host", "-tp=native")
+
+
+def _check_single_path(file: Path, key: str, variants: str) -> None:
+    found = [flag for flag in SINGLE_PATH_FLAGS if flag in variants]
+    if found:
+        raise InputError(
+            f"{_location(file)}: {key}: {found[0]} builds a single code path (one CPU), where every "
+            "flavor is a fat binary for the generations of environments/cpus.yaml; remove it (the "
+            "compiler's fat_flags in components.yaml and Spack's target set the paths)"
         )
 
 
@@ -198,6 +217,7 @@ def _flavor(file: Path, app: Application, section: str, name: str, entry: dict, 
     key = f"{section}.{name}"
     where = f"defined in {_location(file.parent / COMPONENTS_FILE)}"
     _check_flags(file, f"{key}.variants", merge_variants(app.variants, entry.get("variants", "")))
+    _check_single_path(file, f"{key}.variants", entry.get("variants", ""))
     _check_choice(file, f"{key}.compiler", entry["compiler"], components["compilers"], "compiler", where)
     _check_choice(file, f"{key}.mpi", entry["mpi"], components["mpis"], "MPI", where)
     _check_choice(file, f"{key}.math", entry["math"], components["math"], "math library", where)
@@ -232,6 +252,7 @@ def _flavor(file: Path, app: Application, section: str, name: str, entry: dict, 
             if "unavailable" in component
         ),
         variants=entry.get("variants", ""),
+        fat_flags=_fat_flags(components["compilers"][entry["compiler"]], file.parent),
         reference=reference,
     )
 
@@ -258,6 +279,7 @@ def _load_application(file: Path, components: dict) -> List[Flavor]:
         raise InputError(f"{_location(file)}: module: '{app.module}' is the Spack package's own "
                          f"module name; pick another (e.g. qe for quantum-espresso)")
     _check_flags(file, "variants", app.variants)
+    _check_single_path(file, "variants", app.variants)
     _check_choice(file, "default_flavor", app.default_flavor, names, "flavor", "keys of flavors")
     for i, name in enumerate(app.build):
         _check_choice(file, f"build[{i}]", name, names, "flavor", "keys of flavors")
@@ -314,6 +336,14 @@ def intel_ax_flag(generations: List[dict]) -> str:
     """Intel's automatic CPU dispatch over every generation, newest first
     (-ax with only some of them yields those paths plus a generic one)."""
     return "-ax" + ",".join(g["intel_ax"] for g in reversed(generations))
+
+
+def _fat_flags(compiler: dict, env_dir: Path) -> str:
+    """A compiler's fat_flags with the site's CPU generations filled in."""
+    if "fat_flags" not in compiler:
+        return ""
+    generations = cpu_generations(env_dir)
+    return compiler["fat_flags"].format(intel_ax=intel_ax_flag(generations), nvhpc_tp=generations[0]["nvhpc_tp"])
 
 
 def select(flavors: List[Flavor], wanted: Optional[List[str]] = None, ci: bool = False) -> List[Flavor]:

@@ -102,3 +102,16 @@ def test_native_twin_dies_where_the_fat_flavor_runs(tmp_path, init_script, publi
         # MPICH's UCX catches the SIGILL, names it, then dies of a SIGSEGV.
         sigill = died.returncode in (-signal.SIGILL, 128 + signal.SIGILL) or "Illegal instruction" in died.stderr
         assert died.returncode != 0 and sigill, f"{twin.module_name} on {g['qemu']}: exit {died.returncode}"
+
+
+def test_intel_and_nvhpc_flavors_ask_their_compiler_for_every_path():
+    """Built only where those compilers exist: what Spack is asked for is
+    Intel's -ax dispatch over every generation (never -fast), and for NVHPC,
+    whose -tp takes one target, the baseline generation's."""
+    cells = {f.compiler: f.spack_spec() for f in flavors.load() if f.compiler in ("intel", "nvhpc")}
+    ax = flavors.intel_ax_flag(GENERATIONS)
+    assert ax == "-axCORE-AVX512,CORE-AVX2,AVX,SSE4.2"
+    for flags in ("cflags", "cxxflags", "fflags"):
+        assert f'{flags}="-O3 -ip {ax}"' in cells["intel"], cells["intel"]
+        assert f'{flags}="-O3 -tp={GENERATIONS[0]["nvhpc_tp"]}"' in cells["nvhpc"], cells["nvhpc"]
+    assert "-fast" not in cells["intel"]

@@ -2,18 +2,26 @@
 # of abstract specs. Concretizes each one on its own, so that one cell of the
 # flavor matrix failing does not hide the others, and prints, as JSON, for
 # each: whether it concretized, its hash, or the concretizer's reason.
+# Cells are solved in parallel, one process per core, as Spack itself does for
+# an environment's separately concretized roots.
 import json
+import multiprocessing
+import os
 import sys
 
 import spack.concretize
-import spack.environment
 import spack.spec
 
-result = {}
-for abstract in json.loads(sys.argv[1]):
+
+def concretize(abstract):
     try:
         concrete = spack.concretize.concretize_one(spack.spec.Spec(abstract))
-        result[abstract] = {"ok": True, "hash": concrete.dag_hash(), "installed": concrete.installed}
+        return abstract, {"ok": True, "hash": concrete.dag_hash(), "installed": concrete.installed}
     except Exception as err:  # the concretizer's own explanation is the report
-        result[abstract] = {"ok": False, "error": " ".join(str(err).split())[:600]}
+        return abstract, {"ok": False, "error": " ".join(str(err).split())[:600]}
+
+
+specs = json.loads(sys.argv[1])
+with multiprocessing.get_context("fork").Pool(min(len(specs), os.cpu_count() or 1)) as pool:
+    result = dict(pool.imap_unordered(concretize, specs))
 print(json.dumps(result))

@@ -63,10 +63,13 @@ def _tests(module: str) -> str:
 NO_COMPILER = "Only external, or concrete, compilers are allowed"
 
 
-def only_compiler_missing(error: str) -> bool:
-    """True if the concretizer's every reason is that the compiler is absent."""
+def only_compiler_missing(error: str, compiler_spec: str) -> bool:
+    """True if every reason the concretizer gives is the compiler's absence:
+    Spack's own message, or the compiler package it then cannot resolve
+    (e.g. the versions of intel-oneapi-compilers-classic, having none)."""
+    package = compiler_spec.split("@")[0]
     reasons = re.findall(r"\d+\. (.*?)(?= \d+\. |$)", error.split("following reasons:", 1)[-1])
-    return bool(reasons) and all(NO_COMPILER in r for r in reasons)
+    return bool(reasons) and all(NO_COMPILER in r or package in r for r in reasons)
 
 
 def rows(every: List[Flavor]) -> List[dict]:
@@ -75,7 +78,7 @@ def rows(every: List[Flavor]) -> List[dict]:
     for flavor in every:
         cell = cells[flavor.spack_spec()]
         built = cell.get("installed", False)
-        if not cell["ok"] and flavor.unavailable and only_compiler_missing(cell["error"]):
+        if not cell["ok"] and flavor.unavailable and only_compiler_missing(cell["error"], flavor.compiler_spec):
             note = f"not concretizable here (Spack needs the compiler present): {'; '.join(flavor.unavailable)}"
         elif not cell["ok"]:
             note = f"does not concretize: {cell['error']}"

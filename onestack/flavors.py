@@ -39,6 +39,7 @@ class Application:
     build: tuple
     ci_build: tuple  # the part of build a fresh machine builds for `make test`
     math_uses: tuple  # the math interfaces it links, e.g. ("blas",) for HPL
+    baselines: tuple = ()  # ((name, entry), ...): what users would pick instead, for the report
 
     @property
     def package(self) -> str:
@@ -61,6 +62,7 @@ class Flavor:
     unavailable: tuple  # why a component cannot be had on this machine (empty: it can)
     variants: str = ""  # this flavor's own variants, over the application's
     fat_flags: str = ""  # compiler flags for every CPU generation's code path
+    mpi_launcher: str = ""  # the MPI's own launcher, offered as mpirun (empty: the MPI's mpirun)
     reference: bool = False  # the benchmark baseline: built and measured, never published
     native: bool = False  # a twin built for this machine's CPU only: measured, never published
 
@@ -90,9 +92,11 @@ class Flavor:
         if self.fat_flags:
             flags = " ".join(f'{name}="{self.fat_flags}"' for name in ("cflags", "cxxflags", "fflags"))
             variants = merge_variants(variants, flags)
-        # The native twin is Spack's -march=<this CPU>, over the site baseline
-        # (before the %compiler: what follows it constrains the compiler node).
-        target = f"target={paths.host_target()}" if self.native else ""
+        # Every flavor names its target: the site's oldest CPU generation (a
+        # preference alone lets reuse pick an install built for another CPU),
+        # or, for the native twin, this machine's (Spack's -march=native).
+        # It goes before the %compiler: what follows that constrains the compiler.
+        target = "target=" + (paths.host_target() if self.native else cpu_generations()[0]["spack_target"])
         return " ".join(p for p in [self.app.spack, variants, target, f"%{self.compiler_spec}", *deps] if p)
 
     def projection(self) -> Dict[str, str]:
@@ -253,6 +257,7 @@ def _flavor(file: Path, app: Application, section: str, name: str, entry: dict, 
         ),
         variants=entry.get("variants", ""),
         fat_flags=_fat_flags(components["compilers"][entry["compiler"]], file.parent),
+        mpi_launcher=mpi.get("launcher", ""),
         reference=reference,
     )
 
@@ -271,6 +276,7 @@ def _load_application(file: Path, components: dict) -> List[Flavor]:
         build=tuple(data["build"]),
         ci_build=tuple(data["ci_build"]),
         math_uses=tuple(data.get("math_uses", MATH_INTERFACES)),
+        baselines=tuple(data.get("baselines", {}).items()),
     )
     names = data["flavors"]
     if app.module == app.package:

@@ -2,6 +2,7 @@
 to run it (tests/problems/<app>/<case>.yaml), run through `module load` in a
 clean shell exactly as a user would, and checked value by value."""
 
+import os
 import re
 import tarfile
 from dataclasses import dataclass
@@ -125,10 +126,24 @@ def run(init: Path, module: str, problem: dict, workdir: Path, prelude: str = ""
     after the load) and check it against its reference."""
     rundir = prepare(problem, workdir)
     command = problem["command"].format(ranks=problem["ranks"], input=Path(problem.get("input", "")).name)
-    proc = lmod.clean_shell(init, f"module load {module}\n{prelude}\ncd '{rundir}'\n{exports(problem, workdir)}{command}")
+    load = f"module load {module}\n" if module else ""  # no module: a baseline outside the stack
+    # CI containers run as root, which Open MPI refuses unless told twice.
+    root = "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1\n" if os.geteuid() == 0 else ""
+    proc = lmod.clean_shell(init, f"{load}{root}{prelude}\ncd '{rundir}'\n{exports(problem, workdir)}{command}")
     output = (rundir / problem["output"]).read_text() if "output" in problem and proc.returncode == 0 else proc.stdout
     (workdir / "output.txt").write_text(output + proc.stderr)
     if proc.returncode != 0:
         raise RuntimeError(f"`{command}` with {module} exited {proc.returncode}:\n{(proc.stdout + proc.stderr)[-3000:]}")
+    _check_ranks(problem, output, module)
     reference = (workdir / problem["reference"]).read_text() if "reference" in problem else ""
     return compare(problem, output, reference)
+
+
+def _check_ranks(problem: dict, output: str, module: str) -> None:
+    """The program must report one job of `ranks` ranks: a launcher of another
+    MPI starts `ranks` one-rank jobs instead, which can still print the right
+    answer, each computing all of it."""
+    counts = values(problem["ranks_pattern"], output)
+    if counts != [problem["ranks"]] * len(counts) or not counts:
+        raise RuntimeError(f"{module or 'baseline'}: expected one job of {problem['ranks']} ranks, the program "
+                           f"reported {counts or 'no rank count'} (is mpirun this MPI's own launcher?)")

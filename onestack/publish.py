@@ -167,7 +167,24 @@ def _flavor_modules(release: Path, selected: List[Flavor], roots: Dict[str, dict
         modules["app"] = _module_of(names, root, flavor)
         _render("flavor.lua.j2", release / "flavors" / flavor.app.module / f"{flavor.name}.lua",
                 flavor=flavor, root=root, modules=modules, math_line=math_line, release=release.name,
-                source_file=flavor.app.file.relative_to(flavor.app.file.parent.parent))
+                source_file=flavor.app.file.relative_to(flavor.app.file.parent.parent),
+                launcher_dir=_launcher_dir(release, flavor))
+
+
+def _launcher_dir(release: Path, flavor: Flavor) -> str:
+    """A folder whose mpirun is the flavor's MPI's own launcher (its
+    `launcher` in components.yaml), or "" when the MPI's mpirun is right."""
+    if not flavor.mpi_launcher:
+        return ""
+    target = shutil.which(flavor.mpi_launcher)
+    if target is None:
+        raise PublishError(f"{flavor.module_name}: the launcher {flavor.mpi_launcher} of MPI '{flavor.mpi}' is "
+                           "not on PATH (environments/components.yaml `launcher`); install that MPI's runtime")
+    folder = release / "launchers" / flavor.mpi / "bin"
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / "mpirun").is_symlink():
+        (folder / "mpirun").symlink_to(target)
+    return str(folder)
     # `module load qe` loads the site default flavor of each application.
     published = {f.module_name for f in selected}
     defaults = sorted({f"{f.app.module}/{f.app.default_flavor}" for f in selected} & published)

@@ -8,7 +8,9 @@ import spack.environment
 import spack.spec
 
 env = spack.environment.active_environment()
-roots = [concrete for _, concrete in env.concretized_specs()]
+# By the abstract spec the environment holds: "satisfies" alone would let a
+# flavor match its native twin (the same spec plus target=<host>).
+roots = {str(abstract): concrete for abstract, concrete in env.concretized_specs()}
 
 
 def describe(node):
@@ -17,8 +19,7 @@ def describe(node):
 
 result = {}
 for abstract in json.loads(sys.argv[1]):
-    wanted = spack.spec.Spec(abstract)
-    match = next((r for r in roots if r.satisfies(wanted)), None)
+    match = roots.get(str(spack.spec.Spec(abstract)))
     if match is None:
         result[abstract] = None
         continue

@@ -4,6 +4,7 @@ vendor libraries laid out from setup/vendor.yaml, and the local source mirror.""
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -62,11 +63,17 @@ def _component_dir(package: str, how: dict) -> Path:
 
 
 def _link_into(component: Path, targets: dict) -> None:
+    """Link each name to its target; a target with a wildcard links each file
+    it matches into the folder `name`, so that a vendor prefix exposes only its
+    own files, never a whole system folder (where another MPI's libmpi.so lives)."""
     for name, target in targets.items():
-        link = component / name
-        link.parent.mkdir(parents=True, exist_ok=True)
-        if not link.is_symlink():
-            link.symlink_to(target)
+        matches = sorted(Path("/").glob(str(target).lstrip("/"))) if "*" in str(target) else None
+        links = [(component / name / m.name, m) for m in matches] if matches is not None \
+            else [(component / name, target)]
+        for link, to in links:
+            link.parent.mkdir(parents=True, exist_ok=True)
+            if not link.is_symlink():
+                link.symlink_to(to)
 
 
 def _vars_sh(how: dict) -> str:
@@ -86,6 +93,8 @@ def _install_vendor(package: str, how: dict) -> None:
         print(f"==> vendor: {package}@{how['version']} already laid out")
         return
     component = _component_dir(package, how)
+    if stamp.is_file() and component != prefix:
+        shutil.rmtree(component)  # a changed layout replaces the old links, never writes through them
     component.mkdir(parents=True, exist_ok=True)
     if "pip" in how:
         wheels = prefix / "pypi"

@@ -113,7 +113,11 @@ def _measure(init: Path, run: dict, case: str, problem: dict, workdir: Path, rep
     samples: Dict[str, List[float]] = {}
     for i in range(repeats + (1 if warmup else 0)):
         rundir = workdir / f"run{i}"
-        checks = problems.run(init, run["module"], problem, rundir, prelude=run["prelude"])
+        try:
+            checks = problems.run(init, run["module"], problem, rundir, prelude=run["prelude"])
+        except RuntimeError as err:  # a broken contestant is reported, the others still measured
+            status.record_result(run["name"], case, False, [str(err)[:300]])
+            return {"error": str(err)[:300]}
         # The flavor table's test column (the reference has no module the tests could load).
         status.record_result(run["name"], case, all(c.passed for c in checks), [str(c) for c in checks])
         if not all(c.passed for c in checks):

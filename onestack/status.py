@@ -27,6 +27,7 @@ def _inputs_fingerprint() -> str:
     """Everything concretization depends on, so a result is reused until it changes."""
     files = [paths.REPO / "spack.yaml", *sorted(paths.environments_dir().glob("*")),
              *sorted((paths.REPO / "packages").rglob("*.py")),
+             *sorted((paths.REPO / "onestack" / "inside_spack").glob("*.py")),
              paths.site_scope() / "packages.yaml"]
     digest = hashlib.sha256()
     for file in files:
@@ -67,9 +68,11 @@ def only_compiler_missing(error: str, compiler_spec: str) -> bool:
     """True if every reason the concretizer gives is the compiler's absence:
     Spack's own message, or the compiler package it then cannot resolve
     (e.g. the versions of intel-oneapi-compilers-classic, having none)."""
-    package = compiler_spec.split("@")[0]
+    # The compiler's package family, e.g. intel-oneapi for
+    # intel-oneapi-compilers-classic, which depends on intel-oneapi-compilers.
+    family = "-".join(compiler_spec.split("@")[0].split("-")[:2])
     reasons = re.findall(r"\d+\. (.*?)(?= \d+\. |$)", error.split("following reasons:", 1)[-1])
-    return bool(reasons) and all(NO_COMPILER in r or package in r for r in reasons)
+    return bool(reasons) and all(NO_COMPILER in r or family in r for r in reasons)
 
 
 def rows(every: List[Flavor]) -> List[dict]:

@@ -18,7 +18,7 @@ def concretize(abstract):
         concrete = spack.concretize.concretize_one(spack.spec.Spec(abstract))
         return abstract, {"ok": True, "hash": concrete.dag_hash(), "installed": concrete.installed}
     except Exception as err:  # the concretizer's own explanation is the report
-        return abstract, {"ok": False, "error": " ".join(str(err).split())[:600]}
+        return abstract, {"ok": False, "error": " ".join(str(err).split())[:3000]}
 
 
 specs = json.loads(sys.argv[1])

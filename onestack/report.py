@@ -68,8 +68,7 @@ def _contestants(published: List[str]) -> List[dict]:
     build, the Netlib reference and the native twin (run from its prefix, with
     a published flavor of the same MPI loaded for the MPI)."""
     every = flavors.load()
-    runs = [{"name": m, "label": m, "module": m, "prelude": "", "kind": "flavor", "reference": False}
-            for m in published]
+    runs = [{"name": m, "label": m, "module": m, "prelude": "", "kind": "flavor"} for m in published]
     extra = [f for f in every if not f.published]
     roots = spack.query("flavor_roots", json.dumps([f.spack_spec() for f in extra])) if extra else {}
     runs += _baselines(every)
@@ -81,7 +80,7 @@ def _contestants(published: List[str]) -> List[dict]:
             continue
         kind = "reference" if ref.reference else "native"
         runs.append({"name": ref.module_name, "label": f"{ref.module_name} ({kind})", "module": host,
-                     "kind": kind, "reference": ref.reference,
+                     "kind": kind,
                      "prelude": f"export PATH='{root['prefix']}/bin':$PATH"})
     return runs
 
@@ -98,7 +97,7 @@ def _baselines(every: List[Flavor]) -> List[dict]:
                 print(f"==> report: baseline {name} left out: Debian package {base['apt']} is not installed")
                 continue
             runs.append({"name": f"{app.module}/{name}", "label": f"{name} (baseline)", "module": "",
-                         "app": app.module, "kind": "baseline", "reference": False,
+                         "app": app.module, "kind": "baseline",
                          "prelude": f'mpirun() {{ {base["launcher"]} "$@"; }}'})
     return runs
 

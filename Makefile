@@ -7,11 +7,12 @@ ONESTACK := bin/onestack
 FLAVORS ?=
 PYTEST_ARGS ?=
 
-.PHONY: setup mirror stack stack-for-tests test flavors where rollback bench-modules report report-path
+.PHONY: setup mirror stack stack-for-tests test flavors where rollback bench-modules report report-path images where-images check audit ci-generate
 
 setup:
 	@bash setup/apt.sh
 	@bash setup/spack.sh
+	@bash setup/node.sh
 	@$(ONESTACK) site
 
 mirror: setup
@@ -53,3 +54,22 @@ report: stack
 
 report-path:
 	@$(ONESTACK) report-path
+
+# SIF images of the published flavors (FLAVORS selects; see containers/).
+images: stack
+	@$(ONESTACK) images $(FLAVORS)
+
+where-images:
+	@$(ONESTACK) where-images
+
+# The test problems of FLAVORS (default: the build lists) through their modules.
+check: setup
+	@$(ONESTACK) check $(FLAVORS)
+
+# The pipeline's first stage: data, recipes and .gitlab-ci.yml validated.
+audit: setup
+	@$(ONESTACK) audit
+
+# The build and test child pipelines (the concretize job runs this).
+ci-generate: setup
+	@$(ONESTACK) ci-generate $(if $(FULL_REBUILD),--full-rebuild)

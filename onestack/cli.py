@@ -3,8 +3,10 @@
 import argparse
 import statistics
 import sys
+import tempfile
+from pathlib import Path
 
-from onestack import flavors, lmod, mirror, paths, publish, report, site, spack, status
+from onestack import ci, containers, flavors, lmod, mirror, paths, publish, report, sif, site, spack, status
 
 
 def _selected(args) -> list:
@@ -45,6 +47,49 @@ def cmd_publish(args) -> None:
     release = publish.publish(_selected(args), force=args.force)
     example = publish.release_manifest(release)["flavors"][0]
     print(f"\nTo use it:\n  source {publish.init_script()}; module load {example}")
+
+
+def cmd_images(args) -> None:
+    """SIF images of the published, built flavors (containers/images.yaml)."""
+    _concretize(args)
+    for image in containers.build(_selected(args)):
+        print(f"==> images: {image}")
+
+
+def cmd_check(args) -> None:
+    """Each selected published flavor runs its application's test problems
+    through `module load`, checked against their references (a CI test job)."""
+    failed = []
+    for flavor in (f for f in _selected(args) if f.published):
+        for case, problem in problems.load(flavor.app.module).items():
+            with tempfile.TemporaryDirectory() as tmp:
+                checks = problems.run(publish.init_script(), flavor.module_name, problem, Path(tmp))
+            print(f"{flavor.module_name} {case}:\n" + "\n".join(f"  {c}" for c in checks))
+            if not all(c.passed for c in checks):
+                failed.append(f"{flavor.module_name} {case}")
+    if failed:
+        raise problems.ProblemError(f"failed: {', '.join(failed)}")
+
+
+def cmd_audit(args) -> None:
+    """What a pipeline checks first: the stack's data against its schema and
+    cross-references, the site recipes (spack audit), the pipeline file."""
+    every = flavors.load()
+    containers.config()
+    print(f"==> audit: {len(every)} flavors of {len({f.app.module for f in every})} applications valid")
+    spack.run("audit", "packages", *sorted({f.app.package for f in every}))
+    ci.validate(ci.PIPELINE_FILE)
+    print(f"==> audit: {ci.PIPELINE_FILE.name} valid (GitLab's schema)")
+
+
+def cmd_ci_generate(args) -> None:
+    _concretize(args)
+    for file in ci.generate(_selected(args), full_rebuild=args.full_rebuild):
+        print(f"==> ci-generate: {file.relative_to(paths.REPO)}")
+
+
+def cmd_where_images(args) -> None:
+    print(containers.images_dir())
 
 
 def cmd_flavors(args) -> None:
@@ -96,6 +141,13 @@ def main(argv=None) -> int:
             offline, ("--ci", "only each app's ci_build list (what `make test` needs on a fresh machine)")]),
         ("publish", cmd_publish, "generate a new module tree release of the built flavors and make it live",
          [("--force", "generate a new release even if nothing changed")]),
+        ("images", cmd_images, "build the SIF image of each selected published flavor (Singularity.def from "
+         "spack containerize)", []),
+        ("check", cmd_check, "run the test problems of the selected published flavors through their modules", []),
+        ("audit", cmd_audit, "validate the stack's data, site recipes and pipeline file", []),
+        ("ci-generate", cmd_ci_generate, "write the build (spack ci generate) and test child pipelines",
+         [("--full-rebuild", "a job for every spec, even those already in the buildcache (schedules, tags)")]),
+        ("where-images", cmd_where_images, "print the folder of the SIF images", []),
         ("flavors", cmd_flavors, "print the flavor status table: concretized / built / tested, or why not", []),
         ("where", cmd_where, "print the init script of the live module tree", []),
         ("rollback", cmd_rollback, "make the previous release live again", []),
@@ -114,7 +166,9 @@ def main(argv=None) -> int:
     try:
         args.func(args)
     except (flavors.InputError, mirror.MirrorError, spack.SpackError, publish.PublishError,
-            lmod.LmodError, paths.SetupError, FileNotFoundError) as err:
+            lmod.LmodError, paths.SetupError, containers.ContainerError, sif.SifError, ci.CiError,
+            problems.ProblemError,
+            FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     return 0

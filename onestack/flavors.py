@@ -35,6 +35,7 @@ class Application:
     variants: str
     description: str
     usage: str
+    program: str  # the main executable: what its container image runs
     default_flavor: str
     build: tuple
     ci_build: tuple  # the part of build a fresh machine builds for `make test`
@@ -190,6 +191,13 @@ def _schema_errors(file: Path, data: dict, definition: str) -> None:
     raise InputError("\n".join(lines))
 
 
+def load_data(file: Path, definition: str) -> dict:
+    """A YAML file of the stack's data, validated against its schema definition."""
+    data = _load_yaml(file)
+    _schema_errors(file, data, definition)
+    return data
+
+
 def _check_choice(file: Path, key: str, value: str, allowed, what: str, where: str) -> None:
     if value not in allowed:
         raise InputError(
@@ -202,8 +210,7 @@ def load_components(env_dir: Path) -> dict:
     file = env_dir / COMPONENTS_FILE
     if not file.is_file():
         raise InputError(f"{_location(file)}: missing: it defines the compilers, MPIs and math")
-    data = _load_yaml(file)
-    _schema_errors(file, data, "components")
+    data = load_data(file, "components")
     return data
 
 
@@ -263,8 +270,7 @@ def _flavor(file: Path, app: Application, section: str, name: str, entry: dict, 
 
 
 def _load_application(file: Path, components: dict) -> List[Flavor]:
-    data = _load_yaml(file)
-    _schema_errors(file, data, "application")
+    data = load_data(file, "application")
     app = Application(
         file=file,
         module=data["module"],
@@ -272,6 +278,7 @@ def _load_application(file: Path, components: dict) -> List[Flavor]:
         variants=data.get("variants", ""),
         description=data["description"],
         usage=data["usage"],
+        program=data["program"],
         default_flavor=data["default_flavor"],
         build=tuple(data["build"]),
         ci_build=tuple(data["ci_build"]),
@@ -333,8 +340,7 @@ def load(env_dir: Optional[Path] = None) -> List[Flavor]:
 def cpu_generations(env_dir: Optional[Path] = None) -> List[dict]:
     """The site's CPU generations, oldest (the build baseline) first."""
     file = (env_dir or paths.environments_dir()) / CPUS_FILE
-    data = _load_yaml(file)
-    _schema_errors(file, data, "cpus")
+    data = load_data(file, "cpus")
     return data["generations"]
 
 

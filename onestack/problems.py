@@ -16,6 +16,10 @@ from onestack import lmod, mirror, paths
 PROBLEMS = paths.REPO / "tests" / "problems"
 
 
+class ProblemError(RuntimeError):
+    """A test problem that failed its checks."""
+
+
 @dataclass
 class Check:
     name: str
@@ -121,11 +125,25 @@ def exports(problem: dict, workdir: Path) -> str:
     return "".join(f"export {k}='{v.format(workdir=workdir)}'\n" for k, v in problem.get("env", {}).items())
 
 
-def run(init: Path, module: str, problem: dict, workdir: Path, prelude: str = "") -> List[Check]:
+def command_line(problem: dict, container: str = "", host_mpi: bool = False) -> str:
+    """The problem's shell command: its launcher, then its command. With
+    container (a prefix that runs a command in an image), the image's own MPI
+    launches (inside it), or with host_mpi the host's launches one container
+    per rank (Apptainer's hybrid model)."""
+    fields = {"ranks": problem["ranks"], "input": Path(problem.get("input", "")).name}
+    launcher, program = problem["launcher"].format(**fields), problem["command"].format(**fields)
+    if not container:
+        return f"{launcher} {program}"
+    return f"{launcher} {container} {program}" if host_mpi else f"{container} {launcher} {program}"
+
+
+def run(init: Path, module: str, problem: dict, workdir: Path, prelude: str = "",
+        container: str = "", host_mpi: bool = False) -> List[Check]:
     """Run a problem with a flavor's module (and any shell lines of prelude
-    after the load) and check it against its reference."""
+    after the load), or in a container (see command_line), and check it
+    against its reference."""
     rundir = prepare(problem, workdir)
-    command = problem["command"].format(ranks=problem["ranks"], input=Path(problem.get("input", "")).name)
+    command = command_line(problem, container, host_mpi)
     load = f"module load {module}\n" if module else ""  # no module: a baseline outside the stack
     # CI containers run as root, which Open MPI refuses unless told twice.
     root = "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1\n" if os.geteuid() == 0 else ""

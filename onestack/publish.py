@@ -120,7 +120,7 @@ def _module_of(names: Dict[str, str], node: dict, flavor: Flavor) -> str:
     return names[node["hash"]]
 
 
-def _installed_roots(selected: List[Flavor]) -> Tuple[List[Flavor], Dict[str, dict]]:
+def installed_roots(selected: List[Flavor]) -> Tuple[List[Flavor], Dict[str, dict]]:
     """The flavors of selected that are built, and the concrete installed root
     of each and of each MPI runtime, by abstract spec (inside_spack/flavor_roots.py).
     A flavor not built here is left out of the release, and said so."""
@@ -237,7 +237,7 @@ def publish(selected: List[Flavor], force: bool = False) -> Path:
     """Generate, check and switch to a new release of the module tree with the
     built flavors of selected; nothing is generated when the live release was
     made from the same inputs (unless forced)."""
-    selected, roots = _installed_roots([f for f in selected if f.published])
+    selected, roots = installed_roots([f for f in selected if f.published])
     fingerprint = _fingerprint(selected, roots)
     live = current_link().is_symlink() and release_manifest(current_release())["fingerprint"]
     if live == fingerprint and not force:

@@ -41,12 +41,31 @@ def detect_externals() -> None:
     print(f"==> site scope: externals detected into {scope_dir() / 'packages.yaml'}")
 
 
+BUILDCACHE_MIRROR = "onestack-buildcache"
+
+
+def buildcache_dir() -> Path:
+    """Binaries of the stack's installs: images install from it, `spack ci`
+    jobs push to it (the site's own, outside the repository)."""
+    return paths.cache() / "buildcache"
+
+
+def buildcache_signed() -> bool:
+    """Sign where a signing key is configured (`spack gpg create` or import)."""
+    proc = subprocess.run(spack.command("gpg", "list", "--signing"), text=True, capture_output=True)
+    return proc.returncode == 0 and "sec" in proc.stdout
+
+
 def write_mirror_config() -> None:
-    """Point Spack at the local source mirror (sources only, no binaries)."""
-    config = {"mirrors": {"onestack-sources": {"url": f"file://{paths.mirror()}", "signed": False,
-                                               "binary": False}}}
+    """Point Spack at the local source mirror (sources only) and the site
+    buildcache (binaries only)."""
+    config = {"mirrors": {
+        "onestack-sources": {"url": f"file://{paths.mirror()}", "signed": False, "binary": False},
+        BUILDCACHE_MIRROR: {"url": f"file://{buildcache_dir()}", "signed": buildcache_signed(), "source": False},
+    }}
     scope_dir().mkdir(parents=True, exist_ok=True)
     paths.mirror().mkdir(parents=True, exist_ok=True)
+    buildcache_dir().mkdir(parents=True, exist_ok=True)
     (scope_dir() / "mirrors.yaml").write_text(yaml.safe_dump(config))
 
 

@@ -14,7 +14,7 @@ roots = {str(abstract): concrete for abstract, concrete in env.concretized_specs
 
 
 def describe(node):
-    return {"hash": node.dag_hash(), "name": node.name, "version": str(node.version)}
+    return {"hash": node.dag_hash(), "name": node.name, "version": str(node.version), "prefix": node.prefix}
 
 
 result = {}

@@ -1,0 +1,90 @@
+"""Container images: the SIF of a published flavor carries what Apptainer
+reads (definition, labels, squashfs system partition), its payload runs the
+test problem with the MPI inside it, and with the host's Intel MPI through the
+MPICH ABI (Apptainer's hybrid model). Apptainer is not obtainable here, so the
+payload runs under bubblewrap the way Apptainer runs it (onestack/sif.py)."""
+
+import json
+import shlex
+import subprocess
+
+import pytest
+
+from conftest import onestack
+from onestack import containers, flavors, lmod, problems, publish, sif
+
+FLAVOR = "qe/openblas-mpich"
+PROBLEM = "pw_scf-ncpp"
+
+
+@pytest.fixture(scope="session")
+def flavor():
+    return next(f for f in flavors.load() if f.module_name == FLAVOR)
+
+
+@pytest.fixture(scope="session")
+def image(flavor):
+    """`make images` for the test flavor (rebuilt only when its inputs changed)."""
+    onestack("images", FLAVOR, check=True)
+    return containers.sif_path(flavor)
+
+
+@pytest.fixture(scope="session")
+def image_root(image, tmp_path_factory):
+    return sif.extract(image, tmp_path_factory.mktemp("image") / "root")
+
+
+def test_definition_is_spack_containerize_multistage(flavor, image):
+    definition = (containers.context_dir(flavor) / "Singularity.def").read_text()
+    roots = publish.installed_roots([flavor])[1]
+    assert definition.count("Bootstrap: docker") == 2
+    assert "Stage: build" in definition and "Stage: final" in definition
+    assert "%files from build\n  /opt/spack-environment /opt\n  /opt/software /opt" in definition
+    assert f"org.onestack.flavor {FLAVOR}" in definition
+    assert f"quantum-espresso/{roots[flavor.spack_spec()]['hash']}" in definition
+    assert '%runscript\nexec pw.x "$@"' in definition
+    assert "%test\nexec /opt/onestack/test/run" in definition
+    # The runtime OS packages were read off the binaries: MPICH's library and launcher.
+    assert "libmpich12" in definition and " mpich" in definition
+
+
+def test_sif_has_what_apptainer_reads(flavor, image):
+    types = [d["type"] for d in sif.descriptors(image)]
+    assert types == ["Def.FILE", "JSON.Generic", "FS (Squashfs/*System/amd64)"], types
+    assert sif.dump(image, "Def.FILE").decode() == (containers.context_dir(flavor) / "Singularity.def").read_text()
+    labels = json.loads(sif.dump(image, "JSON.Generic"))
+    assert labels["org.onestack.flavor"] == FLAVOR
+    assert labels["org.onestack.cpu-paths"].startswith("x86_64_v2 baseline")
+
+
+def test_where_images_names_the_folder(image):
+    proc = onestack("where-images", check=True)
+    assert proc.stdout.strip() == str(image.parent)
+
+
+def test_image_self_test_passes(image_root, tmp_path):
+    proc = subprocess.run(sif.exec_argv(image_root, "test"), text=True, capture_output=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "total_energy: -15.8397" in proc.stdout and "ok" in proc.stdout, proc.stdout
+
+
+def test_image_runs_problem_with_its_own_mpi(init_script, image_root, tmp_path):
+    problem = problems.load("qe")[PROBLEM]
+    container = shlex.join(sif.exec_argv(image_root, "exec"))
+    checks = problems.run(init_script, "", problem, tmp_path, container=container)
+    assert all(c.passed for c in checks), "\n".join(map(str, checks))
+
+
+def test_host_intel_mpi_runs_the_images_mpich_build(init_script, image_root, tmp_path):
+    """Desktop use with the host's MPI: Intel MPI launches one container per
+    rank, its libraries bound in (apptainer --bind, --env LD_LIBRARY_PATH)."""
+    problem = problems.load("qe")[PROBLEM]
+    host = lmod.clean_shell(init_script, "module load mpi-runtime/impi\necho $I_MPI_ROOT; echo $LD_LIBRARY_PATH")
+    assert host.returncode == 0, host.stderr
+    mpi_root, library_path = host.stdout.split()[-2:]
+    binds = [mpi_root, *(d for d in library_path.split(":") if d and not d.startswith(mpi_root))]
+    container = shlex.join(sif.exec_argv(image_root, "exec", binds=binds, env={"LD_LIBRARY_PATH": library_path}))
+    checks = problems.run(init_script, "mpi-runtime/impi", problem, tmp_path, container=container, host_mpi=True,
+                          prelude="export I_MPI_DEBUG=4")
+    assert all(c.passed for c in checks), "\n".join(map(str, checks))
+    assert "Intel(R) MPI Library, Version 2021.18.1" in (tmp_path / "output.txt").read_text()

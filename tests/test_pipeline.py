@@ -1,0 +1,72 @@
+"""The GitLab pipeline, run here by gitlab-ci-local with the shell executor:
+the audit and concretize stages of .gitlab-ci.yml, then one job of each
+generated child pipeline (a `spack ci rebuild` of one spec, a flavor's test
+problems). gitlab-ci-local does not fail a trigger job when its child fails,
+so the children run directly, as pipeline files of their own."""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from onestack import ci, paths
+
+TOOL = Path(os.environ.get("ONESTACK_NPM_PREFIX", "")) / "node_modules" / ".bin" / "gitlab-ci-local"
+TEST_JOB = "test hpl/openblas-mpich"
+
+
+def gitlab_ci_local(project: Path, *args: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run([str(TOOL), "--cwd", str(project), *args], text=True, capture_output=True)
+    print(proc.stdout[-6000:], proc.stderr[-3000:])
+    return proc
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    """A copy of this checkout, as a runner clones it (gitlab-ci-local needs
+    an `origin` remote), with nothing generated in it yet."""
+    copy = tmp_path_factory.mktemp("pipeline") / "onestack"
+    shutil.copytree(paths.REPO, copy, ignore=shutil.ignore_patterns(".generated", ".gitlab-ci-local", "spack.lock",
+                                                                     "__pycache__", ".spack-env"))
+    subprocess.run(["git", "-C", str(copy), "checkout", "-q", "-B", "main"], check=True)
+    subprocess.run(["git", "-C", str(copy), "remote", "remove", "origin"], capture_output=True)
+    subprocess.run(["git", "-C", str(copy), "remote", "add", "origin", "git@gitlab.invalid:hpc/onestack.git"],
+                   check=True)
+    return copy
+
+
+def test_pipeline_file_is_valid_and_a_broken_one_is_not(tmp_path):
+    ci.validate(ci.PIPELINE_FILE)
+    broken = yaml.safe_load(ci.PIPELINE_FILE.read_text())
+    broken["build"]["trigger"]["strategy"] = "wait-for-it"
+    (tmp_path / "broken.yml").write_text(yaml.safe_dump(broken))
+    with pytest.raises(ci.CiError, match="strategy"):
+        ci.validate(tmp_path / "broken.yml")
+
+
+def test_audit_and_concretize_stages_pass(project):
+    # A schedule's pipeline: every spec gets a build job, so one can be run below.
+    proc = gitlab_ci_local(project, "--variable", "FULL_REBUILD=1", "audit", "concretize")
+    assert proc.returncode == 0
+    assert "audit: .gitlab-ci.yml valid" in proc.stdout
+    for child in ("build-pipeline.yml", "test-pipeline.yml"):
+        ci.validate(project / ".generated" / "ci" / child)
+
+
+def test_one_build_job_of_the_spack_child_pipeline(project):
+    child = project / ".generated" / "ci" / "build-pipeline.yml"
+    jobs = [name for name, job in yaml.safe_load(child.read_text()).items()
+            if isinstance(job, dict) and name.startswith("hpcc")]
+    assert jobs, f"no hpcc build job in {child.name}"
+    proc = gitlab_ci_local(project, "--file", ".generated/ci/build-pipeline.yml", jobs[0])
+    assert proc.returncode == 0
+    assert "PASS" in proc.stdout
+
+
+def test_one_test_job_of_the_flavor_child_pipeline(project):
+    proc = gitlab_ci_local(project, "--file", ".generated/ci/test-pipeline.yml", TEST_JOB)
+    assert proc.returncode == 0
+    assert "hpl/openblas-mpich hpl:" in proc.stdout and "PASSED" in proc.stdout

@@ -48,11 +48,26 @@ def validate(*files: Path) -> None:
         raise CiError(f"not a valid GitLab pipeline:\n{proc.stdout}{proc.stderr}")
 
 
+def _relocate_repos(env_dir: Path) -> None:
+    """`spack ci generate` copies spack.yaml into the concrete environment it
+    hands to build jobs and rewrites relative `include` paths for the new
+    place, but not relative repo paths: done here for the site repo."""
+    manifest = env_dir / "spack.yaml"
+    data = yaml.safe_load(manifest.read_text())
+    repos = data["spack"]["repos:"]
+    for name, path in repos.items():
+        if not path.startswith(("/", "$")):
+            repos[name] = os.path.relpath(paths.REPO / path, env_dir)
+    manifest.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
 def _build_pipeline(full_rebuild: bool) -> Path:
     out = out_dir() / "build-pipeline.yml"
+    artifacts = out_dir() / "artifacts"
     prune = "--no-prune-dag" if full_rebuild else "--prune-dag"
     spack.run("-C", str(SPACK_CI_SCOPE), "-C", str(_destination_scope()), "ci", "generate", prune,
-              "--artifacts-root", str(out_dir() / "artifacts"), "--output-file", str(out))
+              "--artifacts-root", str(artifacts), "--output-file", str(out))
+    _relocate_repos(artifacts / "concrete_environment")
     return out
 
 

@@ -6,7 +6,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from onestack import ci, containers, flavors, lmod, mirror, paths, publish, report, sif, site, spack, status
+from onestack import ci, containers, flavors, lmod, mirror, paths, problems, publish, report, sif, site, spack, status
 
 
 def _selected(args) -> list:

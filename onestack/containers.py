@@ -139,7 +139,13 @@ def mpi_launcher(flavor: Flavor, mpi_prefix: str) -> str:
     """The flavor's MPI's own launcher, by its real name (e.g. mpirun.mpich):
     an image's `mpirun` must be it, whichever other MPI a package pulls in
     (Debian's ScaLAPACK for MPICH depends on the default MPI, Open MPI)."""
-    return os.path.realpath(Path(mpi_prefix) / "bin" / (flavor.mpi_launcher or "mpirun"))
+    path = str(Path(mpi_prefix) / "bin" / (flavor.mpi_launcher or "mpirun"))
+    # Through the alternatives links only: their choices are what
+    # update-alternatives takes (mpirun.mpich, itself a link to mpiexec.hydra).
+    while os.path.islink(path) and (path.startswith("/etc/alternatives/") or
+                                    os.readlink(path).startswith("/etc/alternatives/")):
+        path = os.readlink(path)
+    return path
 
 
 def runtime_packages(flavor: Flavor, closure: dict, mpi_prefix: str) -> List[str]:
@@ -367,8 +373,11 @@ def _os_root(root: Path, packages: List[str], launcher: str) -> None:
     proc = subprocess.run(argv, text=True, capture_output=True)
     if proc.returncode != 0:
         raise ContainerError(f"debootstrap failed (exit {proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}")
-    subprocess.run(["bwrap", "--bind", str(root), "/", "--proc", "/proc", "--dev", "/dev",
-                    "update-alternatives", "--quiet", "--set", "mpirun", launcher], check=True)
+    proc = subprocess.run(["bwrap", "--bind", str(root), "/", "--proc", "/proc", "--dev", "/dev",
+                           "update-alternatives", "--quiet", "--set", "mpirun", launcher],
+                          text=True, capture_output=True)
+    if proc.returncode != 0:
+        raise ContainerError(f"could not make {launcher} the image's mpirun: {proc.stderr.strip()}")
     for cache in ("var/cache/apt/archives", "var/lib/apt/lists"):
         for item in (root / cache).glob("*"):
             if item.is_file():

@@ -102,9 +102,11 @@ def extract(sif: Path, dest: Path) -> Path:
 def exec_argv(root: Path, action: str, args: Sequence[str] = (), binds: Sequence[str] = (),
               env: Dict[str, str] = None, cwd: str = "") -> List[str]:
     """argv of `apptainer <action> [--bind b ...] <image> args` on an extracted
-    root: the image read-only as /, host binds, Apptainer's default PATH and
-    no host LD_LIBRARY_PATH (APPTAINERENV_<NAME> variables set env inside)."""
-    argv = ["bwrap", "--ro-bind", str(root), "/", "--proc", "/proc", "--dev", "/dev", "--ro-bind", "/sys", "/sys"]
+    root: the image as /, host binds, Apptainer's default PATH and no host
+    LD_LIBRARY_PATH (`--env NAME=value` sets variables inside). The root is
+    bound writable: Apptainer makes missing bind points in an underlay, bwrap
+    needs them made in the root, a scratch copy."""
+    argv = ["bwrap", "--bind", str(root), "/", "--proc", "/proc", "--dev", "/dev", "--ro-bind", "/sys", "/sys"]
     for bind in [*DEFAULT_BINDS, *binds]:
         source, _, target = bind.partition(":")
         argv += ["--bind", source, target or source]

@@ -5,6 +5,7 @@ MPICH ABI (Apptainer's hybrid model). Apptainer is not obtainable here, so the
 payload runs under bubblewrap the way Apptainer runs it (onestack/sif.py)."""
 
 import json
+import os
 import shlex
 import subprocess
 
@@ -82,7 +83,9 @@ def test_host_intel_mpi_runs_the_images_mpich_build(init_script, image_root, tmp
     host = lmod.clean_shell(init_script, "module load mpi-runtime/impi\necho $I_MPI_ROOT; echo $LD_LIBRARY_PATH")
     assert host.returncode == 0, host.stderr
     mpi_root, library_path = host.stdout.split()[-2:]
-    binds = [mpi_root, *(d for d in library_path.split(":") if d and not d.startswith(mpi_root))]
+    # The host MPI's folder, with where its library links point (a site binds e.g. /opt/intel).
+    mpi_tree = os.path.commonpath([mpi_root, os.path.realpath(f"{mpi_root}/lib/libmpi.so.12")])
+    binds = [mpi_tree, *(d for d in library_path.split(":") if d and not d.startswith(mpi_tree))]
     container = shlex.join(sif.exec_argv(image_root, "exec", binds=binds, env={"LD_LIBRARY_PATH": library_path}))
     checks = problems.run(init_script, "mpi-runtime/impi", problem, tmp_path, container=container, host_mpi=True,
                           prelude="export I_MPI_DEBUG=4")

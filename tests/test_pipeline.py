@@ -19,7 +19,7 @@ TEST_JOB = "test hpl/openblas-mpich"
 
 
 def gitlab_ci_local(project: Path, *args: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(TOOL), "--cwd", str(project), *args], text=True, capture_output=True)
+    proc = subprocess.run([str(TOOL), *args], cwd=project, text=True, capture_output=True)
     print(proc.stdout[-6000:], proc.stderr[-3000:])
     return proc
 

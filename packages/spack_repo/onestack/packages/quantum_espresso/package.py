@@ -63,3 +63,12 @@ class QuantumEspresso(BuiltinQuantumEspresso):
         when="%fortran=gcc",
         msg="GCC builds need MKL's GNU Fortran interface layer (intel-oneapi-mkl +gfortran)",
     )
+
+    def setup_build_environment(self, env):
+        super().setup_build_environment(env)
+        # Intel MPI's mpif90 appends its own -L<impi>/lib -lmpi last, after
+        # MKL's -L/lib/x86_64-linux-gnu, where Debian's libmpi.so is Open
+        # MPI's: the link then took Open MPI's libmpi and pw.x needed two MPIs.
+        # -L in LDFLAGS comes first on QE's link line, so Intel MPI's wins.
+        if self.spec.satisfies("^[virtuals=mpi] intel-oneapi-mpi"):
+            env.set("LDFLAGS", " ".join(f"-L{d}" for d in self.spec["mpi"].libs.directories))

@@ -63,10 +63,12 @@ def test_one_build_job_of_the_spack_child_pipeline(project):
     assert jobs, f"no hpcc build job in {child.name}"
     proc = gitlab_ci_local(project, "--file", ".generated/ci/build-pipeline.yml", jobs[0])
     assert proc.returncode == 0
-    assert "PASS" in proc.stdout
+    assert f" PASS  {jobs[0]}" in proc.stdout
+    assert f"Pushed hpcc@1.5.0/{jobs[0].split('/')[1][:7]} to file://" in proc.stdout
 
 
 def test_one_test_job_of_the_flavor_child_pipeline(project):
     proc = gitlab_ci_local(project, "--file", ".generated/ci/test-pipeline.yml", TEST_JOB)
     assert proc.returncode == 0
-    assert "hpl/openblas-mpich hpl:" in proc.stdout and "PASSED" in proc.stdout
+    assert f" PASS  {TEST_JOB}" in proc.stdout
+    assert "hpl_scaled_residual" in proc.stdout and "(at most 16.0) ok" in proc.stdout

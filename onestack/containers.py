@@ -21,7 +21,7 @@ import shlex
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import yaml
 
@@ -77,22 +77,32 @@ def _closure(root_hash: str) -> dict:
     return spack.query("runtime_closure", root_hash)
 
 
-def _externals(flavor: Flavor, closure: dict) -> dict:
-    """The site's external declarations of what the flavor was built with:
-    in the build stage they are the same OS packages. An external laid out
-    outside the OS (a vendor library, setup/vendor.yaml) has no package an
-    image could install: such a flavor has no image."""
-    site = yaml.safe_load((paths.site_scope() / "packages.yaml").read_text())["packages"]
-    declared = {}
+# Where the build stage lays out vendor libraries (setup/vendor.yaml).
+VENDOR_ROOT = "/opt/vendor"
+
+
+def _externals(flavor: Flavor, closure: dict) -> Tuple[dict, str]:
+    """The site's external declarations of what the flavor was built with,
+    and the shell lines that lay out its vendor libraries: in the build
+    stage the OS externals are the same OS packages, and a vendor layout of
+    OS files (MKL) is laid out again from them. A vendor library from PyPI
+    (Intel MPI) is no OS package: such a flavor has no image."""
+    site_packages = yaml.safe_load((paths.site_scope() / "packages.yaml").read_text())["packages"]
+    declared, layouts = {}, []
     for name, spec, prefix in closure["externals"]:
-        if prefix != "/usr":
-            raise ContainerError(
-                f"{flavor.module_name}: its {spec} is the vendor layout at {prefix}, not an OS package; "
-                f"an image cannot install it (setup/vendor.yaml). Only flavors whose externals are OS "
-                f"packages have images.")
-        if name in site:
-            declared[name] = {"externals": [e for e in site[name]["externals"] if e["prefix"] == "/usr"]}
-    return declared
+        if prefix == "/usr":
+            if name in site_packages:
+                declared[name] = {"externals": [e for e in site_packages[name]["externals"]
+                                                if e["prefix"] == "/usr"]}
+            continue
+        try:
+            layouts.append(site.layout_script(name, f"{VENDOR_ROOT}/{name}"))
+        except (KeyError, ValueError) as err:
+            raise ContainerError(f"{flavor.module_name}: its {spec} at {prefix} has no OS packages an image "
+                                 f"could install ({err}); only flavors built from OS packages and vendor "
+                                 f"layouts of them have images") from None
+        declared[name] = {"externals": site.externals_of(name, f"{VENDOR_ROOT}/{name}"), "buildable": False}
+    return declared, "#!/bin/sh\nset -e\n" + "".join(layouts)
 
 
 def _elf_files(prefix: Path) -> List[Path]:
@@ -200,10 +210,11 @@ def _labels(flavor: Flavor, closure: dict, launcher: str) -> Dict[str, str]:
         "org.onestack.mpirun": launcher,
         "org.onestack.spack-commit": pins["SPACK_COMMIT"],
         "org.onestack.spack-url": pins["ONESTACK_SPACK_URL"],
+        "org.onestack.os-components": " ".join(config()["components"]),
     }
 
 
-def manifest(flavor: Flavor, closure: dict, final_packages: List[str], launcher: str) -> dict:
+def manifest(flavor: Flavor, closure: dict, externals: dict, final_packages: List[str], launcher: str) -> dict:
     """The spack.yaml `spack containerize` turns into the definition."""
     pins = spack_pins()
     problem = test_problem(flavor)
@@ -213,7 +224,7 @@ def manifest(flavor: Flavor, closure: dict, final_packages: List[str], launcher:
             "onestack": "/opt/onestack/packages/spack_repo/onestack",
             "builtin": {"git": pins["ONESTACK_SPACK_PACKAGES_URL"], "commit": pins["SPACK_PACKAGES_COMMIT"]},
         },
-        "packages": _externals(flavor, closure),
+        "packages": externals,
         "concretizer": {"unify": True},
         # The flavor's runtime settings (environments/components.yaml), as its module sets them.
         "env_vars": {"set": {name: value for name, value, _ in flavor.env}},
@@ -315,7 +326,10 @@ def write_context(flavor: Flavor, root: dict) -> Path:
     tmp = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    (tmp / "spack.yaml").write_text(yaml.safe_dump(manifest(flavor, closure, final_packages, launcher), sort_keys=False))
+    externals, vendor_layouts = _externals(flavor, closure)
+    (tmp / "spack.yaml").write_text(yaml.safe_dump(manifest(flavor, closure, externals, final_packages, launcher),
+                                                   sort_keys=False))
+    (tmp / "vendor-layouts.sh").write_text(vendor_layouts)
     shutil.copytree(SITE_REPO, tmp / "packages", ignore=shutil.ignore_patterns("__pycache__"))
     _write_test(flavor, tmp / "test")
     # template_dirs: where `container: template:` finds onestack's additions.
@@ -369,7 +383,8 @@ def _spack_in_image(root: Path, scope: Path, *args: str) -> str:
 def _os_root(root: Path, packages: List[str], launcher: str) -> None:
     """The final stage's OS: debootstrap's minimal system with the packages,
     `mpirun` being the flavor's MPI's launcher."""
-    argv = ["debootstrap", "--variant=minbase", f"--include={','.join(packages)}", config()["suite"], str(root)]
+    argv = ["debootstrap", "--variant=minbase", f"--components={','.join(config()['components'])}",
+            f"--include={','.join(packages)}", config()["suite"], str(root)]
     proc = subprocess.run(argv, text=True, capture_output=True)
     if proc.returncode != 0:
         raise ContainerError(f"debootstrap failed (exit {proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}")

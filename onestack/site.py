@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import List
 
 import yaml
 
@@ -141,6 +142,31 @@ def vendor(package: str) -> dict:
     }
 
 
+def externals_of(package: str, prefix: str) -> List[dict]:
+    """A vendor library's Spack external declarations, at prefix."""
+    how = yaml.safe_load(VENDOR.read_text())[package]
+    return [{"spec": f"{package}@{how['version']} {variants}".strip(), "prefix": prefix}
+            for variants in how["specs"]]
+
+
+def layout_script(package: str, prefix: str) -> str:
+    """Shell lines that lay a vendor library out at prefix as _install_vendor
+    does, for a container's build stage (which has the OS packages but not
+    onestack). Only layouts of OS files: a PyPI wheel is not an OS package."""
+    how = yaml.safe_load(VENDOR.read_text())[package]
+    if "pip" in how:
+        raise ValueError(f"{package} comes from PyPI wheels ({', '.join(how['pip'])}), not OS packages")
+    component = f"{prefix}/{how['component']}/{how['component_version']}" if "component" in how else prefix
+    lines = [f"# {package}@{how['version']}: the layout of setup/vendor.yaml", f"mkdir -p {component}/env"]
+    for name, target in how.get("links", {}).items():
+        if "*" in target:  # each match into the folder, as _link_into does
+            lines += [f"mkdir -p {component}/{name}", f"ln -s {target} {component}/{name}/"]
+        else:
+            lines += [f"mkdir -p $(dirname {component}/{name})", f"ln -s {target} {component}/{name}"]
+    lines += [f"cat > {component}/env/vars.sh << 'EOF'", _vars_sh(how).rstrip(), "EOF"]
+    return "\n".join(lines) + "\n"
+
+
 def install_vendors() -> None:
     """Lay out the vendor libraries and declare them as Spack externals."""
     vendors = yaml.safe_load(VENDOR.read_text())
@@ -149,11 +175,6 @@ def install_vendors() -> None:
     packages_yaml = scope_dir() / "packages.yaml"
     config = yaml.safe_load(packages_yaml.read_text()) if packages_yaml.is_file() else {"packages": {}}
     for package, how in vendors.items():
-        config["packages"][package] = {
-            "externals": [
-                {"spec": f"{package}@{how['version']} {variants}".strip(), "prefix": str(_vendor_prefix(package))}
-                for variants in how["specs"]
-            ],
-            "buildable": False,
-        }
+        config["packages"][package] = {"externals": externals_of(package, str(_vendor_prefix(package))),
+                                       "buildable": False}
     packages_yaml.write_text(yaml.safe_dump(config, sort_keys=False))

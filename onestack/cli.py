@@ -51,7 +51,10 @@ def cmd_publish(args) -> None:
 
 def cmd_images(args) -> None:
     """SIF images of the published, built flavors (containers/images.yaml)."""
-    _concretize(args)
+    # The environment keeps every flavor of the build lists (as publish
+    # leaves it): an image of one flavor must not narrow what Spack sees.
+    flavors.render(flavors.select(flavors.load()))
+    spack.run("concretize", quiet=True)
     for image in containers.build(_selected(args)):
         print(f"==> images: {image}")
 

@@ -10,7 +10,7 @@ from spack.package import *
 # after spack.package, whose generic GenericBuilder would otherwise win.
 from spack_repo.builtin.packages.quantum_espresso.package import (  # noqa: E402,F401  isort:skip
     CMakeBuilder,
-    GenericBuilder,
+    GenericBuilder as BuiltinGenericBuilder,
 )
 
 
@@ -64,11 +64,17 @@ class QuantumEspresso(BuiltinQuantumEspresso):
         msg="GCC builds need MKL's GNU Fortran interface layer (intel-oneapi-mkl +gfortran)",
     )
 
+
+class GenericBuilder(BuiltinGenericBuilder):
+    """The builtin configure-and-make build, with Intel MPI's library folder
+    first on the link line. (A builder's build environment is its own: the
+    package's setup_build_environment is not called for it.)"""
+
     def setup_build_environment(self, env):
         super().setup_build_environment(env)
         # Intel MPI's mpif90 appends its own -L<impi>/lib -lmpi last, after
         # MKL's -L/lib/x86_64-linux-gnu, where Debian's libmpi.so is Open
         # MPI's: the link then took Open MPI's libmpi and pw.x needed two MPIs.
-        # -L in LDFLAGS comes first on QE's link line, so Intel MPI's wins.
+        # QE's configure puts LDFLAGS first on its link line, so Intel MPI's wins.
         if self.spec.satisfies("^[virtuals=mpi] intel-oneapi-mpi"):
             env.set("LDFLAGS", " ".join(f"-L{d}" for d in self.spec["mpi"].libs.directories))

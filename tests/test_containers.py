@@ -91,3 +91,22 @@ def test_host_intel_mpi_runs_the_images_mpich_build(init_script, image_root, tmp
                           prelude="export I_MPI_DEBUG=4")
     assert all(c.passed for c in checks), "\n".join(map(str, checks))
     assert "Intel(R) MPI Library, Version 2021.18.1" in (tmp_path / "output.txt").read_text()
+
+
+def test_intel_mpi_flavor_is_refused_with_the_reason():
+    flavor = next(f for f in flavors.load() if f.module_name == "hpl/mkl-impi")
+    built, roots = publish.installed_roots([flavor])
+    assert built, "hpl/mkl-impi is in hpl's ci_build list: it should be built"
+    with pytest.raises(containers.ContainerError, match=r"libmpi\.so\.12 belongs to no OS package"):
+        containers.write_context(flavor, roots[flavor.spack_spec()])
+
+
+def test_bad_image_settings_name_the_file_and_key(tmp_path):
+    bad = tmp_path / "images.yaml"
+    bad.write_text(containers.IMAGES_FILE.read_text().replace("suite: bookworm", "suite: 12\nbase: debian"))
+    with pytest.raises(flavors.InputError) as err:
+        flavors.load_data(bad, "images")
+    message = str(err.value)
+    assert "images.yaml: 2 problem(s)" in message
+    assert "suite: 12 is not of type 'string'" in message
+    assert "Additional properties are not allowed ('base' was unexpected)" in message

@@ -158,7 +158,7 @@ def mpi_launcher(flavor: Flavor, mpi_prefix: str) -> str:
     return path
 
 
-def runtime_packages(flavor: Flavor, closure: dict, mpi_prefix: str) -> List[str]:
+def runtime_packages(flavor: Flavor, closure: dict, launcher: str) -> List[str]:
     """The OS packages the flavor's binaries load, and its MPI's launcher:
     the definition's final-stage packages. Read off the binaries (ldd, then
     dpkg), not listed by hand, so that they cannot drift from the build."""
@@ -173,7 +173,6 @@ def runtime_packages(flavor: Flavor, closure: dict, mpi_prefix: str) -> List[str
                     needed[path] = soname
     if missing:
         raise ContainerError(f"{flavor.module_name}: libraries not found on this host: {', '.join(sorted(set(missing)))}")
-    launcher = mpi_launcher(flavor, mpi_prefix)
     packages = set()
     for path in [*needed, launcher]:
         owner = _owner(path)
@@ -320,8 +319,8 @@ def write_context(flavor: Flavor, root: dict) -> Path:
     """The flavor's build context: spack.yaml, Singularity.def (from `spack
     containerize`), the site's recipes and the test problem."""
     closure = _closure(root["hash"])
-    final_packages = runtime_packages(flavor, closure, root["mpi"]["prefix"])
     launcher = mpi_launcher(flavor, root["mpi"]["prefix"])
+    final_packages = runtime_packages(flavor, closure, launcher)
     out = context_dir(flavor)
     tmp = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)

@@ -4,14 +4,15 @@ clean shell exactly as a user would, and checked value by value."""
 
 import os
 import re
+import subprocess
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import yaml
 
-from onestack import lmod, mirror, paths
+from onestack import lmod, mirror, paths, slurm
 
 PROBLEMS = paths.REPO / "tests" / "problems"
 
@@ -125,29 +126,35 @@ def exports(problem: dict, workdir: Path) -> str:
     return "".join(f"export {k}='{v.format(workdir=workdir)}'\n" for k, v in problem.get("env", {}).items())
 
 
-def command_line(problem: dict, container: str = "", host_mpi: bool = False) -> str:
-    """The problem's shell command: its launcher, then its command. With
-    container (a prefix that runs a command in an image), the image's own MPI
-    launches (inside it), or with host_mpi the host's launches one container
-    per rank (Apptainer's hybrid model)."""
+def command_line(problem: dict, container: str = "", host_mpi: bool = False, launcher: str = "") -> str:
+    """The problem's shell command: its launcher (or the one given, e.g. srun
+    in a batch job), then its command. With container (a prefix that runs a
+    command in an image), the image's own MPI launches (inside it), or with
+    host_mpi the host's launches one container per rank (Apptainer's hybrid
+    model)."""
     fields = {"ranks": problem["ranks"], "input": Path(problem.get("input", "")).name}
-    launcher, program = problem["launcher"].format(**fields), problem["command"].format(**fields)
+    launcher, program = (launcher or problem["launcher"]).format(**fields), problem["command"].format(**fields)
     if not container:
         return f"{launcher} {program}"
     return f"{launcher} {container} {program}" if host_mpi else f"{container} {launcher} {program}"
 
 
 def run(init: Path, module: str, problem: dict, workdir: Path, prelude: str = "",
-        container: str = "", host_mpi: bool = False) -> List[Check]:
+        container: str = "", host_mpi: bool = False, cluster: Optional[slurm.Cluster] = None) -> List[Check]:
     """Run a problem with a flavor's module (and any shell lines of prelude
-    after the load), or in a container (see command_line), and check it
-    against its reference."""
+    after the load), or in a container (see command_line), or as a batch job
+    on a Slurm cluster, and check it against its reference."""
     rundir = prepare(problem, workdir)
-    command = command_line(problem, container, host_mpi)
     load = f"module load {module}\n" if module else ""  # no module: a baseline outside the stack
     # CI containers run as root, which Open MPI refuses unless told twice.
     root = "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1\n" if os.geteuid() == 0 else ""
-    proc = lmod.clean_shell(init, f"{load}{root}{prelude}\ncd '{rundir}'\n{exports(problem, workdir)}{command}")
+    setup = f"{load}{root}{prelude}\ncd '{rundir}'\n{exports(problem, workdir)}"
+    if cluster:
+        command = command_line(problem, launcher="srun")
+        proc = _submit(cluster, f"set -e\nsource '{init}'\n{setup}{command}\n", problem["ranks"], workdir)
+    else:
+        command = command_line(problem, container, host_mpi)
+        proc = lmod.clean_shell(init, setup + command)
     output = (rundir / problem["output"]).read_text() if "output" in problem and proc.returncode == 0 else proc.stdout
     (workdir / "output.txt").write_text(output + proc.stderr)
     if proc.returncode != 0:
@@ -155,6 +162,16 @@ def run(init: Path, module: str, problem: dict, workdir: Path, prelude: str = ""
     _check_ranks(problem, output, module)
     reference = (workdir / problem["reference"]).read_text() if "reference" in problem else ""
     return compare(problem, output, reference)
+
+
+def _submit(cluster: slurm.Cluster, body: str, ranks: int, workdir: Path) -> subprocess.CompletedProcess:
+    """A batch job as users write one (it loads its module itself), submitted
+    with sbatch and waited for; its output file stands for stdout."""
+    script, out = workdir / "job.sh", workdir / "job.out"
+    script.write_text(f"#!/bin/bash\n#SBATCH --ntasks={ranks}\n#SBATCH --output={out}\n{body}")
+    proc = cluster.command("sbatch", "--wait", str(script))
+    job_output = out.read_text() if out.exists() else ""
+    return subprocess.CompletedProcess(proc.args, proc.returncode, job_output, proc.stderr)
 
 
 def _check_ranks(problem: dict, output: str, module: str) -> None:

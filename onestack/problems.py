@@ -48,9 +48,12 @@ def apps() -> List[str]:
     return sorted(d.name for d in PROBLEMS.iterdir() if d.is_dir())
 
 
-def load(app: str) -> Dict[str, dict]:
-    """Every problem of an application, by case name."""
-    return {f.stem: yaml.safe_load(f.read_text()) for f in sorted((PROBLEMS / app).glob("*.yaml"))}
+def load(app: str, benchmarks: bool = False) -> Dict[str, dict]:
+    """The test problems of an application, by case name; with benchmarks,
+    also its `benchmark_only` cases (too long for every test run, measured by
+    the full report)."""
+    every = {f.stem: yaml.safe_load(f.read_text()) for f in sorted((PROBLEMS / app).glob("*.yaml"))}
+    return {case: p for case, p in every.items() if benchmarks or not p.get("benchmark_only", False)}
 
 
 def source_archive(spec: str) -> Path:
@@ -73,13 +76,30 @@ def extract(archive: Path, members: List[str], dest: Path) -> None:
                 tar.extract(member, dest, filter="data")
 
 
+# A duration as programs print it past a minute (QE: "1m 2.16s", "1h 2m").
+DURATION = re.compile(r"^(?:(\d+)h)?\s*(?:(\d+)m)?\s*(?:([\d.]+)s)?$")
+
+
+def number(text: str) -> float:
+    """A printed number, or a duration in seconds."""
+    try:
+        return float(text)
+    except ValueError:
+        match = DURATION.match(text.strip())
+        if not match or not any(match.groups()):
+            raise ValueError(f"not a number or a duration: {text!r}") from None
+        hours, minutes, seconds = (float(g or 0) for g in match.groups())
+        return 3600 * hours + 60 * minutes + seconds
+
+
 def values(pattern: str, text: str) -> List[float]:
-    return [float(v) for v in re.findall(pattern, text, re.MULTILINE)]
+    return [number(v) for v in re.findall(pattern, text, re.MULTILINE)]
 
 
 def compare(problem: dict, output: str, reference: str = "") -> List[Check]:
     """One Check per quantity, on the last value the output prints: against
-    the last in the published reference (`tolerance`), or against the
+    the last in the published reference (`tolerance`), against a value the
+    problem states (`expected`, with `tolerance`), or against the
     program's own acceptance bound (`at_most`, e.g. HPL's residual threshold).
     A missing value fails; it is never skipped."""
     checks = []
@@ -88,6 +108,9 @@ def compare(problem: dict, output: str, reference: str = "") -> List[Check]:
         value = got[-1] if got else float("nan")
         if "at_most" in how:
             checks.append(Check(name, how["at_most"], value, 0.0, bound=True))
+            continue
+        if "expected" in how:  # a value the problem file states (no published output)
+            checks.append(Check(name, how["expected"], value, how["tolerance"]))
             continue
         expected = values(how["pattern"], reference)
         if not expected:

@@ -212,7 +212,7 @@ def make(reduced: bool) -> Path:
         contestants = [c for c in _contestants(published)
                        if c["module"].startswith(f"{app}/") or c.get("app") == app]
         cases = {}
-        for case, problem in problems.load(app).items():
+        for case, problem in problems.load(app, benchmarks=not reduced).items():
             if not problem.get("figures"):
                 continue
             problem = {**problem, "params": problem.get("params", {}) if reduced else full_size_params(problem)}
@@ -258,7 +258,6 @@ def _goals(apps: List[dict], peak: dict) -> List[dict]:
         gflops = {r["name"]: r["figures"]["hpl_gflops"]["median"] for r in results}
         flavors_only = [gflops[r["name"]] for r in results if r["kind"] == "flavor"]
         refs = [gflops[r["name"]] for r in results if r["kind"] == "reference"]
-        twins = [(r["name"], r["name"][: -len("-native")]) for r in results if r["kind"] == "native"]
         if flavors_only:
             share = max(flavors_only) / peak["gflops"]
             goals.append({"goal": "best HPL >= 90% of measured peak",
@@ -268,14 +267,28 @@ def _goals(apps: List[dict], peak: dict) -> List[dict]:
             slower = max(flavors_only) / refs[0]
             goals.append({"goal": "Netlib baseline >= 5x slower than the best flavor",
                           "figure": f"{slower:.1f}x", "verdict": "met" if slower >= 5 else "MISSED"})
-        for native, fat in twins:
-            if fat in gflops:
-                gap = 1 - gflops[fat] / gflops[native]
-                goals.append({"goal": "fat build within 3% of native (HPL GFLOPS)",
-                              "figure": f"{fat} {gflops[fat]:.1f} vs {native} {gflops[native]:.1f} ({gap:+.1%})",
-                              "verdict": "met" if gap <= 0.03 else "MISSED"})
+    goals += [g for g in map(_native_goal, apps) if g]
     goals.append(_baseline_goal(next((a for a in apps if a["app"] == "qe"), None)))
     return goals
+
+
+def _native_goal(app: dict) -> Optional[dict]:
+    """The fat flavor against its native twin: how much slower it is, the
+    geometric mean over every case and figure of its ratio to the twin's."""
+    gaps, cases = [], []
+    for case, measured in app["cases"].items():
+        by_name = {r["name"]: r for r in measured["results"]}
+        for native in (r for r in measured["results"] if r["kind"] == "native"):
+            fat = by_name.get(native["name"][: -len("-native")], {})
+            for name, figure in native["figures"].items():
+                if name in fat.get("figures", {}):
+                    gaps.append(fat["figures"][name]["ratio"] / figure["ratio"])
+                    cases.append(f"{case} {name} {gaps[-1] - 1:+.1%}")
+    if not gaps:
+        return None
+    gap = statistics.geometric_mean(gaps) - 1
+    return {"goal": f"fat build within 3% of native ({app['app']})",
+            "figure": f"{gap:+.1%} ({'; '.join(cases)})", "verdict": "met" if gap <= 0.03 else "MISSED"}
 
 
 def _baseline_goal(qe: Optional[dict]) -> dict:

@@ -40,3 +40,15 @@ def test_checker_rejects_a_residual_above_the_bound():
     line = "||Ax-b||_oo/(eps*(||A||_oo*||x||_oo+||b||_oo)*N)=        {} ...... {}\n"
     assert all(c.passed for c in problems.compare(problem, line.format("0.0027586", "PASSED")))
     assert not all(c.passed for c in problems.compare(problem, line.format("17.2", "FAILED")))
+
+
+def test_durations_past_a_minute_are_read_in_seconds():
+    """QE prints 1m 2.16s past a minute: the benchmark must not choke on it."""
+    pattern = problems.load("qe")["pw_scf-ncpp"]["figures"]["wall_time"]["pattern"]
+    lines = {"     PWSCF        :     40.80s CPU     59.84s WALL": 59.84,
+             "     PWSCF        :   1m11.79s CPU   1m 2.16s WALL": 62.16,
+             "     PWSCF        :   1h 2m CPU   1h 3m WALL": 3780.0}
+    for line, seconds in lines.items():
+        assert problems.values(pattern, line) == [seconds]
+    with pytest.raises(ValueError, match="not a number or a duration"):
+        problems.number("soon")

@@ -125,7 +125,7 @@ def cmd_bench_modules(args) -> None:
 
 
 def cmd_report(args) -> None:
-    report.make(reduced=args.reduced)
+    report.make(reduced=args.reduced, only=args.flavors)
 
 
 def cmd_report_path(args) -> None:

@@ -56,6 +56,16 @@ def load(app: str, benchmarks: bool = False) -> Dict[str, dict]:
     return {case: p for case, p in every.items() if benchmarks or not p.get("benchmark_only", False)}
 
 
+def emulation_problem(app: str) -> dict:
+    """The problem an app runs under an emulated CPU (onestack/emulate.py):
+    the one that states `emulation_params`."""
+    found = [p for p in load(app).values() if "emulation_params" in p]
+    if not found:
+        raise ProblemError(f"tests/problems/{app}/: no problem states emulation_params: add it to one "
+                           "(its params for one process under qemu; {} for none)")
+    return found[0]
+
+
 def source_archive(spec: str) -> Path:
     """The verified source archive of a spec, from the mirror or Spack's cache."""
     for source in mirror.needed_sources(include_installed=True):

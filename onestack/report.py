@@ -4,9 +4,13 @@ benchmark figures of the test problems (tests/problems/<app>/<case>.yaml
 `figures`), through `module load` as users run them. Writes an HTML page and
 PNG charts into $ONESTACK_PREFIX/reports/<time>/; ratios are the headline.
 
-Benchmark hygiene (shared/context/seed-facts.md): one warm-up run that is not
-counted, then repeats; the median and the spread (min-max) are shown; ranks
-are bound to cores by the flavor module (HYDRA_BINDING=core for MPICH)."""
+Benchmark hygiene (shared/context/seed-facts.md): one warm-up round that is
+not counted, then repeated rounds, each running every contestant once; the
+median and the spread (min-max) are shown; ranks are bound to cores by the
+flavor module (HYDRA_BINDING=core for MPICH).
+
+`onestack report qe hpl/mkl-mpich` measures a selection (apps or flavors);
+only a run over all of an app's flavors writes its site default."""
 
 import json
 import math
@@ -21,7 +25,7 @@ from typing import Dict, List, Optional
 
 import jinja2
 
-from onestack import flavors, paths, problems, publish, spack, status
+from onestack import emulate, flavors, paths, problems, publish, spack, status
 from onestack.flavors import Flavor
 
 FMA_PEAK_SOURCE = paths.REPO / "report" / "fma_peak.c"
@@ -107,26 +111,44 @@ def _same_mpi(every: List[Flavor], module: str, ref: Flavor) -> bool:
     return flavor.app is ref.app and flavor.mpi == ref.mpi
 
 
-def _measure(init: Path, run: dict, case: str, problem: dict, workdir: Path, repeats: int, warmup: bool) -> dict:
-    """Median and spread of each figure over repeats (after an uncounted warm-up)."""
-    samples: Dict[str, List[float]] = {}
+def _measure_case(init: Path, contestants: List[dict], case: str, problem: dict, casedir: Path,
+                  repeats: int, warmup: bool) -> List[dict]:
+    """Every contestant on one case, in rounds: each round runs each contestant
+    once, so a drift of the machine's speed (other tenants, clock changes)
+    falls on all of them alike instead of on whoever ran last. Round 0 is
+    the uncounted warm-up. Median and spread of each figure per contestant."""
+    samples: Dict[str, Dict[str, List[float]]] = {c["name"]: {} for c in contestants}
+    errors: Dict[str, str] = {}
     for i in range(repeats + (1 if warmup else 0)):
-        rundir = workdir / f"run{i}"
-        try:
-            checks = problems.run(init, run["module"], problem, rundir, prelude=run["prelude"])
-        except RuntimeError as err:  # a broken contestant is reported, the others still measured
-            status.record_result(run["name"], case, False, [str(err)[:300]])
-            return {"error": str(err)[:300]}
-        # The flavor table's test column (the reference has no module the tests could load).
-        status.record_result(run["name"], case, all(c.passed for c in checks), [str(c) for c in checks])
-        if not all(c.passed for c in checks):
-            return {"error": "; ".join(str(c) for c in checks if not c.passed)}
-        if warmup and i == 0:
-            continue
-        for name, value in problems.figures(problem, (rundir / "output.txt").read_text()).items():
-            samples.setdefault(name, []).append(value)
-    return {name: {"median": statistics.median(v), "min": min(v), "max": max(v), "n": len(v)}
-            for name, v in samples.items()}
+        counted = not (warmup and i == 0)
+        print(f"==> report: {case}: {'warm-up round' if not counted else f'round {i + 1 - warmup} of {repeats}'}"
+              f" ({', '.join(c['label'] for c in contestants if c['name'] not in errors)})", flush=True)
+        for c in (c for c in contestants if c["name"] not in errors):
+            rundir = casedir / c["name"].replace("/", "_") / f"run{i}"
+            error = _run_once(init, c, case, problem, rundir)
+            if error:  # a broken contestant is reported, the others still measured
+                errors[c["name"]] = error
+            elif counted:
+                for name, value in problems.figures(problem, (rundir / "output.txt").read_text()).items():
+                    samples[c["name"]].setdefault(name, []).append(value)
+    return [{**c, "error": errors.get(c["name"]),
+             "figures": {} if c["name"] in errors else
+             {name: {"median": statistics.median(v), "min": min(v), "max": max(v), "n": len(v)}
+              for name, v in samples[c["name"]].items()}}
+            for c in contestants]
+
+
+def _run_once(init: Path, run: dict, case: str, problem: dict, rundir: Path) -> Optional[str]:
+    """One run of one contestant, recorded in the flavor table's test column
+    (the reference has no module the tests could load); the error, if any."""
+    try:
+        checks = problems.run(init, run["module"], problem, rundir, prelude=run["prelude"])
+    except RuntimeError as err:
+        status.record_result(run["name"], case, False, [str(err)[:300]])
+        return str(err)[:300]
+    status.record_result(run["name"], case, all(c.passed for c in checks), [str(c) for c in checks])
+    failed = [str(c) for c in checks if not c.passed]
+    return "; ".join(failed) or None
 
 
 def _ratios(results: List[dict], problem: dict) -> None:
@@ -171,11 +193,11 @@ def _chart(out: Path, app: str, case: str, name: str, how: dict, results: List[d
     return file
 
 
-def _fastest(app_results: Dict[str, List[dict]]) -> Optional[str]:
-    """The flavor with the best geometric mean of its ratios over every case."""
+def _fastest(cases: Dict[str, dict]) -> Optional[str]:
+    """The flavor with the best geometric mean of its ratios over the cases."""
     by_flavor: Dict[str, List[float]] = {}
-    for results in app_results.values():
-        for r in results:
+    for case in cases.values():
+        for r in case["results"]:
             if r["kind"] != "flavor":
                 continue
             for fig in r.get("figures", {}).values():
@@ -198,10 +220,33 @@ def adopt_default(app: str, module: str) -> Optional[str]:
     return f"{file.relative_to(paths.REPO)}: default_flavor: {flavor}"
 
 
-def make(reduced: bool) -> Path:
-    """Run every contestant on every case and write the report."""
+def _selected(contestant: dict, app: str, only: List[str]) -> bool:
+    """Whether a selection (`onestack report qe hpl/mkl-mpich`: apps or
+    app/flavor names; empty: everything) takes a contestant. The yardsticks of
+    an application (reference, baselines) come with any flavor of it; a
+    native twin with its fat flavor."""
+    if not only or app in only:
+        return True
+    if contestant["kind"] in ("reference", "baseline"):
+        return any(o.startswith(f"{app}/") for o in only)
+    return contestant["name"].removesuffix("-native") in only
+
+
+def _check_selection(only: List[str], published: List[str]) -> None:
+    known = set(problems.apps()) | set(published)
+    unknown = [o for o in only if o not in known]
+    if unknown:
+        raise problems.ProblemError(
+            f"report: {', '.join(unknown)}: neither an application with test problems nor a published flavor "
+            f"(published: {', '.join(published)})")
+
+
+def make(reduced: bool, only: Optional[List[str]] = None) -> Path:
+    """Run every selected contestant on every case and write the report."""
+    only = only or []
     init = publish.current_release() / "init" / "bash"
     published = publish.release_manifest(publish.current_release())["flavors"]
+    _check_selection(only, published)
     repeats, warmup = (1, False) if reduced else (3, True)
     out = reports_dir() / time.strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True)
@@ -210,30 +255,30 @@ def make(reduced: bool) -> Path:
     apps = []
     for app in problems.apps():
         contestants = [c for c in _contestants(published)
-                       if c["module"].startswith(f"{app}/") or c.get("app") == app]
+                       if (c["module"].startswith(f"{app}/") or c.get("app") == app) and _selected(c, app, only)]
+        if not contestants:
+            continue
         cases = {}
         for case, problem in problems.load(app, benchmarks=not reduced).items():
             if not problem.get("figures"):
                 continue
             problem = {**problem, "params": problem.get("params", {}) if reduced else full_size_params(problem)}
-            results = []
-            for c in contestants:
-                print(f"==> report: {app}/{case}: {c['label']} ({repeats} runs{', after a warm-up' if warmup else ''})",
-                      flush=True)
-                measured = _measure(init, c, case, problem, out / "runs" / app / case / c["name"].replace("/", "_"),
+            results = _measure_case(init, contestants, case, problem, out / "runs" / app / case,
                                     repeats, warmup)
-                results.append({**c, "figures": {} if "error" in measured else measured,
-                                "error": measured.get("error")})
             _ratios(results, problem)
             charts = [_chart(out, app, case, name, how, results, peak)
                       for name, how in problem["figures"].items()]
             cases[case] = {"results": results, "charts": charts, "params": problem["params"],
-                           "figures": problem["figures"]}
+                           "figures": problem["figures"], "benchmark": bool(problem.get("benchmark_only"))}
         if not cases:
             continue
-        fastest = _fastest({k: v["results"] for k, v in cases.items()})
-        change = adopt_default(app, fastest) if fastest and not reduced else None
-        apps.append({"app": app, "cases": cases, "fastest": fastest, "default_change": change})
+        emulated = [] if reduced else _emulated(init, contestants, app, out / "emulated")
+        fastest = _fastest(_headline(cases))
+        # Only a full run over all of an app's flavors may name its default.
+        full = not reduced and (not only or app in only)
+        change = adopt_default(app, fastest) if fastest and full else None
+        apps.append({"app": app, "cases": cases, "fastest": fastest, "default_change": change,
+                     "emulated": emulated})
     goals = _goals(apps, peak)
     html = jinja2.Template(TEMPLATE.read_text(), undefined=jinja2.StrictUndefined).render(
         apps=apps, peak=peak, goals=goals, reduced=reduced, repeats=repeats, warmup=warmup,
@@ -247,6 +292,37 @@ def make(reduced: bool) -> Path:
               + (f" (written: {a['default_change']}; review and commit)" if a["default_change"] else ""))
     print(f"==> report: {out / 'index.html'}")
     return out
+
+
+def _emulated(init: Path, contestants: List[dict], app: str, workdir: Path) -> List[dict]:
+    """Each native twin and its fat flavor on the app's emulation problem
+    under every CPU generation of the site (qemu): the fat build runs and
+    passes, the native one dies. Not a speed figure: emulation is slow."""
+    twins = [c for c in contestants if c["kind"] == "native"]
+    by_name = {c["name"]: c for c in contestants}
+    rows = []
+    for g in flavors.cpu_generations() if twins else []:
+        print(f"==> report: {app}: emulated {g['qemu']} (fat and native builds)", flush=True)
+        for twin in twins:
+            fat = by_name[twin["name"].removesuffix("-native")]
+            row = {"cpu": g["qemu"], "isa": g["isa"]}
+            for key, c in (("fat", fat), ("native", twin)):
+                ran = emulate.run_problem(init, g["qemu"], problems.emulation_problem(app),
+                                          workdir / app / g["qemu"] / c["name"].replace("/", "_"),
+                                          module=c["module"], prelude=c["prelude"])
+                row[key] = {"label": c["label"], "exit": ran["exit"], "passed": ran["passed"],
+                            "outcome": "ran, passed its check" if ran["passed"] else
+                            "illegal instruction (SIGILL)" if ran["sigill"] else f"failed (exit {ran['exit']})"}
+            rows.append(row)
+    return rows
+
+
+def _headline(cases: Dict[str, dict]) -> Dict[str, dict]:
+    """The cases the verdicts rest on: the benchmark cases when the run has
+    them. The test-sized ones finish in well under a second, where start-up
+    and the timer's 0.01 s resolution decide the ratio."""
+    benchmarks = {k: v for k, v in cases.items() if v["benchmark"]}
+    return benchmarks or cases
 
 
 def _goals(apps: List[dict], peak: dict) -> List[dict]:
@@ -268,15 +344,16 @@ def _goals(apps: List[dict], peak: dict) -> List[dict]:
             goals.append({"goal": "Netlib baseline >= 5x slower than the best flavor",
                           "figure": f"{slower:.1f}x", "verdict": "met" if slower >= 5 else "MISSED"})
     goals += [g for g in map(_native_goal, apps) if g]
+    goals += [g for g in map(_emulated_goal, apps) if g]
     goals.append(_baseline_goal(next((a for a in apps if a["app"] == "qe"), None)))
     return goals
 
 
 def _native_goal(app: dict) -> Optional[dict]:
     """The fat flavor against its native twin: how much slower it is, the
-    geometric mean over every case and figure of its ratio to the twin's."""
+    geometric mean over the headline cases and figures of its ratio to the twin's."""
     gaps, cases = [], []
-    for case, measured in app["cases"].items():
+    for case, measured in _headline(app["cases"]).items():
         by_name = {r["name"]: r for r in measured["results"]}
         for native in (r for r in measured["results"] if r["kind"] == "native"):
             fat = by_name.get(native["name"][: -len("-native")], {})
@@ -291,12 +368,26 @@ def _native_goal(app: dict) -> Optional[dict]:
             "figure": f"{gap:+.1%} ({'; '.join(cases)})", "verdict": "met" if gap <= 0.03 else "MISSED"}
 
 
+def _emulated_goal(app: dict) -> Optional[dict]:
+    """On the emulated generations: the fat build runs on every one, the
+    native build on none that lacks this machine's ISA."""
+    rows = app.get("emulated")
+    if not rows:
+        return None
+    fat_ok = all(r["fat"]["passed"] for r in rows)
+    native_runs = [r["cpu"] for r in rows if r["native"]["passed"]]
+    figure = (f"fat: {'runs on all ' + str(len(rows)) if fat_ok else 'FAILS on some'}; native runs on: "
+              f"{', '.join(native_runs) or 'none'}")
+    return {"goal": f"on emulated older CPUs the fat build runs, the native one does not ({app['app']})",
+            "figure": figure, "verdict": "met" if fat_ok and len(native_runs) < len(rows) else "MISSED"}
+
+
 def _baseline_goal(qe: Optional[dict]) -> dict:
-    """Best QE flavor against Debian's QE: geometric mean over the cases of
-    the baseline's wall time over the best flavor's."""
+    """Best QE flavor against Debian's QE: geometric mean over the headline
+    cases of the baseline's wall time over the best flavor's."""
     goal = "best QE flavor >= 1.3x Debian's QE (wall time)"
     speedups = []
-    for case in (qe or {}).get("cases", {}).values():
+    for case in _headline((qe or {}).get("cases", {})).values():
         times = {r["kind"]: [] for r in case["results"]}
         for r in case["results"]:
             if "wall_time" in r["figures"]:

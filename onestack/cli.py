@@ -19,6 +19,10 @@ def cmd_render(args) -> None:
 
 
 def cmd_site(args) -> None:
+    # spack.yaml includes the rendered flavors: a fresh checkout has none yet,
+    # and Spack refuses the environment (even for `external find`) without them.
+    if not (paths.generated_dir() / "flavors.yaml").is_file():
+        flavors.render(flavors.load())
     site.write_mirror_config()
     site.detect_externals()
     site.install_vendors()

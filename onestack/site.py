@@ -38,8 +38,27 @@ def detect_externals() -> None:
         return
     scope_dir().mkdir(parents=True, exist_ok=True)
     spack.run("external", "find", "--scope", _scope_name(), *packages, quiet=True)
+    # Spack gives each package 60 s and skips a slower one without a word
+    # (only `spack -d` says so): on a fresh machine Open MPI's cold
+    # `ompi_info -a` took longer, and Open MPI was then built from source.
+    # The caches are warm for a second try; what is still missing is an error.
+    missing = _undetected(wanted["libraries"])
+    if missing:
+        spack.run("external", "find", "--scope", _scope_name(), *missing, quiet=True)
+    missing = _undetected(wanted["libraries"])
+    if missing:
+        raise paths.SetupError(
+            f"setup/externals.yaml libraries: `spack external find` did not detect {', '.join(missing)}; "
+            "install their Debian packages (setup/apt-packages.txt) and run `make setup` again")
     stamp.write_text(digest)
     print(f"==> site scope: externals detected into {scope_dir() / 'packages.yaml'}")
+
+
+def _undetected(libraries: List[str]) -> List[str]:
+    """The libraries the site scope has no external of."""
+    file = scope_dir() / "packages.yaml"
+    found = yaml.safe_load(file.read_text()).get("packages", {}) if file.is_file() else {}
+    return [lib for lib in libraries if not found.get(lib, {}).get("externals")]
 
 
 BUILDCACHE_MIRROR = "onestack-buildcache"

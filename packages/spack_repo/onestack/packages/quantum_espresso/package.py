@@ -16,7 +16,14 @@ from spack_repo.builtin.packages.quantum_espresso.package import (  # noqa: E402
 
 class QuantumEspresso(BuiltinQuantumEspresso):
     """Quantum ESPRESSO as the site builds it: the builtin recipe plus the
-    Debian release archive of 6.7 and the site's library rules."""
+    Debian release archive of 6.7 and the site's library rules.
+
+    Fat binary with GCC: QE's own Fortran is built for the site's oldest
+    generation; its time goes to BLAS/LAPACK/ScaLAPACK and FFTs, whose
+    libraries pick their code path per CPU at run time (environments/
+    components.yaml, gcc). The flavor report measures the fat build against
+    a -march=native twin; tests/test_fat_binaries.py runs it on each
+    generation under qemu and shows the path the library chose."""
 
     # Debian's espresso_6.7.orig.tar.gz is the qe-6.7.0 release archive, not the
     # "qe-6.7MaX-Release" archive the builtin 6.7 checksums, so it is a version of

@@ -39,7 +39,7 @@ class Application:
     default_flavor: str
     build: tuple
     ci_build: tuple  # the part of build a fresh machine builds for `make test`
-    math_uses: tuple  # the math interfaces it links, e.g. ("blas",) for HPL
+    math_uses: tuple  # the math interfaces it links, e.g. ("blas",) for HPL, ("fftw-api",) for LAMMPS
     baselines: tuple = ()  # ((name, entry), ...): what users would pick instead, for the report
 
     @property
@@ -106,8 +106,8 @@ class Flavor:
         The MPI and compiler are already levels of the Lmod hierarchy, so the
         math library is what tells two flavors apart inside one MPI branch.
         """
-        blas = dict(self.providers)["blas"]
-        key = f"{self.app.package} ^[virtuals=blas] {blas}"
+        virtual, package = self.providers[0]  # blas for QE and HPL, fftw-api for LAMMPS
+        key = f"{self.app.package} ^[virtuals={virtual}] {package}"
         return {key: f"{{name}}/{{version}}-{self.math}"}
 
 

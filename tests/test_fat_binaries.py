@@ -26,14 +26,20 @@ DISPATCH = {
 
 @pytest.mark.parametrize("cpu", GENERATIONS, ids=[g["name"] for g in GENERATIONS])
 def test_every_flavor_runs_on_every_cpu_generation(cpu, tmp_path, init_script, published_flavors):
+    by_module = {f.module_name: f for f in flavors.load()}
     for module in published_flavors:
-        problem = problems.emulation_problem(module.split("/")[0])
-        math = module.split("/")[1].split("-")[0]
-        verbose, marker = DISPATCH[math]
+        flavor = by_module[module]
+        problem = problems.emulation_problem(flavor.app.module)
+        verbose, marker = DISPATCH[flavor.math]
         ran = emulate.run_problem(init_script, cpu["qemu"], problem, tmp_path / module, module=module,
                                   setup=f"export {verbose}\n")
         assert ran["exit"] == 0, f"{module} on {cpu['qemu']}: exit {ran['exit']}\n{ran['output'][-2000:]}"
         assert ran["passed"], "\n".join(ran["checks"])
+        if "blas" not in flavor.app.math_uses:
+            # LAMMPS: no BLAS; its FFTW picks SSE2 or AVX codelets silently.
+            print(f"{module:22} {cpu['qemu']:15} one path: built for {GENERATIONS[0]['spack_target']} "
+                  "(links no dispatching BLAS)")
+            continue
         path = next((line.strip() for line in ran["output"].splitlines() if marker in line), None)
         assert path, f"{module} on {cpu['qemu']}: the math library did not name its code path"
         print(f"{module:22} {cpu['qemu']:15} {path.split(' architecture ')[-1][:90]}")

@@ -1,0 +1,17 @@
+# LAMMPS as the site builds it: the builtin recipe plus the one LAMMPS source
+# this stack can verify offline.
+from spack_repo.builtin.packages.lammps.package import Lammps as BuiltinLammps
+
+from spack.package import *
+
+
+class Lammps(BuiltinLammps):
+    """LAMMPS 29 Sep 2021 update 2 (stable), from Debian's source package."""
+
+    # Debian's lammps_20220106.git7586adbb6a+ds1.orig.tar.xz is the stable
+    # branch at 7586adbb6a, which calls itself "29 Sep 2021, Update 2"
+    # (src/version.h), repacked without non-free files and the examples' logs.
+    # The builtin recipe has update 3 only, and upstream's update-2 archive has
+    # another checksum, so the repack is a version of its own. `make mirror`
+    # takes it from Debian's source package (setup/offline-sources.yaml).
+    version("20210929.2", sha256="65146c615ad24d8b8bc64f4e05e86226a7f1fdb45c0b5ea9416562b9f3863082")

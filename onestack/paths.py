@@ -59,13 +59,25 @@ def modules_root() -> Path:
     return Path(os.environ.get("ONESTACK_MODULES", prefix() / "modules"))
 
 
-def host_target() -> str:
-    """This machine's CPU as Spack names it (e.g. icelake), from the archspec
-    vendored in the pinned Spack, so that the name is the one Spack accepts."""
+def _host_cpu():
+    """This machine's CPU from the archspec vendored in the pinned Spack, so
+    that its names are the ones Spack accepts."""
     import sys
 
     sys.path.insert(0, str(spack_root() / "lib" / "spack"))
     from spack.vendor.archspec import cpu  # noqa: E402
 
-    return cpu.host().name
+    return cpu.host()
+
+
+def host_target() -> str:
+    """This machine's CPU as Spack names it (e.g. icelake, zen)."""
+    return _host_cpu().name
+
+
+def host_x86_64_level() -> str:
+    """The highest x86-64 microarchitecture level this CPU has (v3 for Zen and
+    Haswell, v4 with AVX-512)."""
+    host = _host_cpu()
+    return max(t.name.removeprefix("x86_64_") for t in [host, *host.ancestors] if t.name.startswith("x86_64_v"))
 

@@ -305,7 +305,7 @@ def _emulated(init: Path, contestants: List[dict], app: str, workdir: Path) -> L
         print(f"==> report: {app}: emulated {g['qemu']} (fat and native builds)", flush=True)
         for twin in twins:
             fat = by_name[twin["name"].removesuffix("-native")]
-            row = {"cpu": g["qemu"], "isa": g["isa"]}
+            row = {"cpu": g["qemu"], "isa": g["isa"], "older": g["x86_64_level"] < paths.host_x86_64_level()}
             for key, c in (("fat", fat), ("native", twin)):
                 ran = emulate.run_problem(init, g["qemu"], problems.emulation_problem(app),
                                           workdir / app / g["qemu"] / c["name"].replace("/", "_"),
@@ -370,16 +370,19 @@ def _native_goal(app: dict) -> Optional[dict]:
 
 def _emulated_goal(app: dict) -> Optional[dict]:
     """On the emulated generations: the fat build runs on every one, the
-    native build on none that lacks this machine's ISA."""
+    native build on none of a lower x86-64 level than this machine (on the
+    others it may: a Zen build can run on a Haswell)."""
     rows = app.get("emulated")
     if not rows:
         return None
     fat_ok = all(r["fat"]["passed"] for r in rows)
     native_runs = [r["cpu"] for r in rows if r["native"]["passed"]]
+    older_runs = [r["cpu"] for r in rows if r["older"] and r["native"]["passed"]]
     figure = (f"fat: {'runs on all ' + str(len(rows)) if fat_ok else 'FAILS on some'}; native runs on: "
-              f"{', '.join(native_runs) or 'none'}")
+              f"{', '.join(native_runs) or 'none'} (this CPU: x86-64-{paths.host_x86_64_level()})")
     return {"goal": f"on emulated older CPUs the fat build runs, the native one does not ({app['app']})",
-            "figure": figure, "verdict": "met" if fat_ok and len(native_runs) < len(rows) else "MISSED"}
+            "figure": figure, "verdict": "met" if fat_ok and not older_runs and any(r["older"] for r in rows)
+            else "MISSED"}
 
 
 def _baseline_goal(qe: Optional[dict]) -> dict:

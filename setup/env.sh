@@ -7,6 +7,10 @@ ONESTACK_VENV=$ONESTACK_CACHE/venv
 ONESTACK_SITE_SCOPE=$ONESTACK_CACHE/site-scope    # this machine's detected externals and mirror
 : "${ONESTACK_MIRROR:=$ONESTACK_CACHE/source-mirror}"       # verified source tarballs, by content address
 : "${ONESTACK_SOURCE_CACHE:=$ONESTACK_CACHE/source-cache}" # what Spack downloaded itself
+# Where Spack builds. `spack ci rebuild` empties it first (spack.stage.purge):
+# the pipeline test gives its jobs their own, so that it cannot wipe a build
+# running beside it.
+: "${ONESTACK_BUILD_STAGE:=$ONESTACK_CACHE/build-stage}"
 # Spack itself: SPACK_ROOT if given, else the cached clone.
 : "${SPACK_ROOT:=$ONESTACK_CACHE/spack}"
 : "${ONESTACK_SPACK_PACKAGES:=$ONESTACK_CACHE/spack-packages}"
@@ -15,4 +19,4 @@ ONESTACK_NPM_PREFIX=$ONESTACK_CACHE/npm                  # gitlab-ci-local, for 
 export SPACK_USER_CONFIG_PATH=$ONESTACK_CACHE/spack-user-config
 export SPACK_USER_CACHE_PATH=$ONESTACK_CACHE/spack-user-cache
 export SPACK_PYTHON=$ONESTACK_VENV/bin/python
-export ONESTACK_NPM_PREFIX ONESTACK_CACHE ONESTACK_PREFIX ONESTACK_VENV ONESTACK_SITE_SCOPE ONESTACK_MIRROR ONESTACK_SOURCE_CACHE SPACK_ROOT ONESTACK_SPACK_PACKAGES
+export ONESTACK_NPM_PREFIX ONESTACK_CACHE ONESTACK_PREFIX ONESTACK_VENV ONESTACK_SITE_SCOPE ONESTACK_MIRROR ONESTACK_SOURCE_CACHE ONESTACK_BUILD_STAGE SPACK_ROOT ONESTACK_SPACK_PACKAGES

@@ -19,7 +19,10 @@ TEST_JOB = "test hpl/openblas-mpich"
 
 
 def gitlab_ci_local(project: Path, *args: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(TOOL), *args], cwd=project, text=True, capture_output=True)
+    # The jobs' own build stage: `spack ci rebuild` empties its stage first,
+    # which would wipe a build running beside the tests in the shared one.
+    env = {**os.environ, "ONESTACK_BUILD_STAGE": str(project.parent / "build-stage")}
+    proc = subprocess.run([str(TOOL), *args], cwd=project, text=True, capture_output=True, env=env)
     print(proc.stdout[-6000:], proc.stderr[-3000:])
     return proc
 

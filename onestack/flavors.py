@@ -184,10 +184,13 @@ def _schema_errors(file: Path, data: dict, definition: str) -> None:
     lines = [f"{_location(file)}: {len(errors)} problem(s):"]
     for err in errors:
         key = ".".join(str(p) for p in err.absolute_path) or "(top level)"
-        hint = ""
+        message, hint = err.message, ""
         if err.validator == "additionalProperties" and "properties" in err.schema:
             hint = f"; allowed keys: {', '.join(err.schema['properties'])}"
-        lines.append(f"  {key}: {err.message}{hint}")
+        if err.validator == "oneOf" and all(set(s) == {"required"} for s in err.validator_value):
+            # jsonschema would print the whole mapping; name the keys instead.
+            message = f"needs exactly one of: {', '.join(k for s in err.validator_value for k in s['required'])}"
+        lines.append(f"  {key}: {message}{hint}")
     raise InputError("\n".join(lines))
 
 

@@ -18,6 +18,7 @@ import os
 import re
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -95,15 +96,44 @@ def _baselines(every: List[Flavor]) -> List[dict]:
     runs = []
     for app in {f.app.module: f.app for f in every}.values():
         for name, base in app.baselines:
-            installed = subprocess.run(["dpkg-query", "-W", "-f=${Status}", base["apt"]],
-                                       capture_output=True, text=True).stdout.endswith("installed")
-            if not installed:
-                print(f"==> report: baseline {name} left out: Debian package {base['apt']} is not installed")
-                continue
-            runs.append({"name": f"{app.module}/{name}", "label": f"{name} (baseline)", "module": "",
-                         "app": app.module, "kind": "baseline",
-                         "prelude": f'mpirun() {{ {base["launcher"]} "$@"; }}'})
+            prelude = _baseline_prelude(name, base)
+            if prelude is not None:
+                runs.append({"name": f"{app.module}/{name}", "label": f"{name} (baseline)", "module": "",
+                             "app": app.module, "kind": "baseline", "prelude": prelude})
     return runs
+
+
+def _baseline_prelude(name: str, base: dict) -> Optional[str]:
+    """Shell lines that put a baseline's programs and launcher in place;
+    None, said why, when it is not on this machine."""
+    launcher = f'mpirun() {{ {base["launcher"]} "$@"; }}'
+    if "apt" in base:
+        installed = subprocess.run(["dpkg-query", "-W", "-f=${Status}", base["apt"]],
+                                   capture_output=True, text=True).stdout.endswith("installed")
+        if not installed:
+            print(f"==> report: baseline {name} left out: Debian package {base['apt']} is not installed")
+        return launcher if installed else None
+    venv_bin = _pip_baseline(name, base["pip"])
+    return None if venv_bin is None else f"export PATH='{venv_bin}':$PATH\n{launcher}"
+
+
+def _pip_baseline(name: str, requirement: str) -> Optional[Path]:
+    """The bin/ of a virtualenv of its own holding a PyPI baseline (its
+    wheels bring their own MPI, which must not meet the project's Python),
+    installed on first use; None, said why, when pip cannot get it."""
+    venv = paths.cache() / "baselines" / name
+    stamp = venv / ".requirement"
+    if not (stamp.is_file() and stamp.read_text() == requirement):
+        print(f"==> report: baseline {name}: pip install {requirement}", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        pip = subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check",
+                              requirement], capture_output=True, text=True)
+        if pip.returncode != 0:
+            print(f"==> report: baseline {name} left out: pip could not install {requirement}:\n"
+                  f"{pip.stderr[-1500:]}")
+            return None
+        stamp.write_text(requirement)
+    return venv / "bin"
 
 
 def _same_mpi(every: List[Flavor], module: str, ref: Flavor) -> bool:
@@ -398,7 +428,8 @@ def _baseline_goal(qe: Optional[dict]) -> dict:
         if times.get("baseline") and times.get("flavor"):
             speedups.append(times["baseline"][0] / min(times["flavor"]))
     if not speedups:
-        return {"goal": goal, "figure": "-", "verdict": "not measured: Debian's QE is not installed"}
+        why = "QE not in this report's selection" if qe is None else "Debian's QE is not installed"
+        return {"goal": goal, "figure": "-", "verdict": f"not measured: {why}"}
     speedup = statistics.geometric_mean(speedups)
     return {"goal": goal, "figure": f"{speedup:.2f}x over {len(speedups)} cases",
             "verdict": "met" if speedup >= 1.3 else "MISSED"}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from onestack import lmod, problems
+from onestack import flavors, lmod, paths, problems
 
 PROGRAMS = Path(__file__).parent / "programs"
 FLAVOR = "qe/openblas-mpich"
@@ -73,3 +73,24 @@ def test_missing_pmi_library_is_named_with_its_fix(init_script, tmp_path):
     fixed = lmod.clean_shell(init_script, f"module load {FLAVOR} mpi-runtime/impi\n"
                                           f"export LD_LIBRARY_PATH={stub}:$LD_LIBRARY_PATH\nmpirun -n 2 {exe}")
     assert fixed.returncode == 0, fixed.stderr
+
+
+# The MPI library an executable of each ABI family links (abi.py for MPICH's names).
+FAMILY_LIBRARIES = {"mpich": ("libmpi.so.12", "libmpich.so.12"), "openmpi": ("libmpi.so.40",)}
+
+
+def test_every_flavor_links_the_mpi_it_names(init_script, published_flavors):
+    """Each flavor's program links its own MPI: LAMMPS's CMake once took the
+    first mpicxx on PATH, MPICH's, for lmp/openblas-openmpi, whose mpirun
+    (Open MPI's) then started N one-rank jobs."""
+    programs = {f.module_name: f.app.program for f in flavors.load()}
+    for module in published_flavors:
+        proc = lmod.clean_shell(init_script, f'module load {module}\necho "$ONESTACK_MPI_ABI"\n'
+                                             f'command -v {programs[module]}\nldd "$(command -v {programs[module]})"')
+        assert proc.returncode == 0, proc.stderr
+        abi, path = proc.stdout.split("\n")[:2]
+        # Not the OS's own copy (Debian's lmp and pw.x are the report's baselines).
+        assert path.startswith(str(paths.prefix())), f"{module}: {programs[module]} is {path}, not the flavor's"
+        linked = {lib for libs in FAMILY_LIBRARIES.values() for lib in libs if f"{lib} =>" in proc.stdout}
+        assert linked and linked <= set(FAMILY_LIBRARIES[abi]), \
+            f"{module} ({abi} ABI): {programs[module]} links {sorted(linked) or 'no MPI library'}"

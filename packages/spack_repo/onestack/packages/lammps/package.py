@@ -15,3 +15,15 @@ class Lammps(BuiltinLammps):
     # another checksum, so the repack is a version of its own. `make mirror`
     # takes it from Debian's source package (setup/offline-sources.yaml).
     version("20210929.2", sha256="65146c615ad24d8b8bc64f4e05e86226a7f1fdb45c0b5ea9416562b9f3863082")
+
+    def cmake_args(self):
+        # LAMMPS's CMake finds MPI with FindMPI, which takes the first mpicxx
+        # on PATH: with Debian's Open MPI as the external that is MPICH's (the
+        # alternatives point there), and an Open MPI flavor linked MPICH and
+        # ran as N one-rank jobs. The MPI recipe's wrappers (mpicxx.openmpi
+        # for Debian's Open MPI, packages/openmpi) name the right MPI.
+        args = super().cmake_args()
+        if self.spec.satisfies("+mpi"):
+            args += [self.define("MPI_C_COMPILER", self.spec["mpi"].mpicc),
+                     self.define("MPI_CXX_COMPILER", self.spec["mpi"].mpicxx)]
+        return args

@@ -190,6 +190,11 @@ def _schema_errors(file: Path, data: dict, definition: str) -> None:
         if err.validator == "oneOf" and all(set(s) == {"required"} for s in err.validator_value):
             # jsonschema would print the whole mapping; name the keys instead.
             message = f"needs exactly one of: {', '.join(k for s in err.validator_value for k in s['required'])}"
+        if err.validator == "dependentRequired":
+            # jsonschema says "'b' is a dependency of 'a'"; say what to add, and what it is.
+            given, needed = next((k, m) for k, ms in err.validator_value.items() if k in err.instance
+                                 for m in ms if m not in err.instance)
+            message = f"'{given}' needs '{needed}' beside it: {err.schema['properties'][needed]['description']}"
         lines.append(f"  {key}: {message}{hint}")
     raise InputError("\n".join(lines))
 

@@ -4,7 +4,6 @@ and if not, why. Nothing is left out: a cell that cannot be built here says so."
 
 import hashlib
 import json
-import re
 from pathlib import Path
 from typing import Dict, List
 
@@ -36,14 +35,34 @@ def _inputs_fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
+def declared_compilers(every: List[Flavor]) -> Dict[str, dict]:
+    """Spack `packages:` externals of the compilers absent here, as
+    components.yaml declares them (site_external), by flavor compiler."""
+    compilers = flavors.load_components(paths.environments_dir())["compilers"]
+    declared = {}
+    for name in {f.compiler for f in every if f.unavailable}:
+        external = compilers[name].get("site_external")
+        if external:
+            declared[name] = external
+    return declared
+
+
 def concretize_cells(every: List[Flavor]) -> Dict[str, dict]:
     """Concretize every cell on its own (minutes for the whole matrix), cached
-    in $ONESTACK_CACHE until the stack's inputs change."""
+    in $ONESTACK_CACHE until the stack's inputs change. A compiler absent
+    here is concretized against its declared external (Spack 1.x needs the
+    compiler installed or external), only for its own flavors."""
     cache = paths.cache() / "flavor-status" / f"concretize-{_inputs_fingerprint()}.json"
     if cache.is_file():
         return json.loads(cache.read_text())
     print(f"==> flavors: concretizing {len(every)} cells, each on its own", flush=True)
-    result = spack.query("concretize_each", json.dumps([f.spack_spec() for f in every]))
+    declared = declared_compilers(every)
+    present = [f.spack_spec() for f in every if f.compiler not in declared]
+    result = spack.query("concretize_each", json.dumps(present))
+    if declared:
+        packages = {external["spec"].split("@")[0]: {"externals": [external]} for external in declared.values()}
+        absent = [f.spack_spec() for f in every if f.compiler in declared]
+        result.update(spack.query("concretize_each", json.dumps(absent), json.dumps(packages)))
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps(result))
     return result
@@ -60,33 +79,19 @@ def _tests(module: str) -> str:
     return f"{passed}/{len(outcomes)} passed" if passed == len(outcomes) else f"{passed}/{len(outcomes)} FAILED"
 
 
-# Spack 1.x concretizes only with a compiler that is installed or external.
-NO_COMPILER = "Only external, or concrete, compilers are allowed"
-
-
-def only_compiler_missing(error: str, compiler_spec: str) -> bool:
-    """True if every reason the concretizer gives is the compiler's absence:
-    Spack's own message, or the compiler package it then cannot resolve
-    (e.g. the versions of intel-oneapi-compilers-classic, having none)."""
-    # The compiler's package family, e.g. intel-oneapi for
-    # intel-oneapi-compilers-classic, which depends on intel-oneapi-compilers.
-    family = "-".join(compiler_spec.split("@")[0].split("-")[:2])
-    reasons = re.findall(r"\d+\. (.*?)(?= \d+\. |$)", error.split("following reasons:", 1)[-1])
-    return bool(reasons) and all(NO_COMPILER in r or family in r for r in reasons)
-
-
 def rows(every: List[Flavor]) -> List[dict]:
     cells = concretize_cells(every)
+    declared = declared_compilers(every)
     table = []
     for flavor in every:
         cell = cells[flavor.spack_spec()]
         built = cell.get("installed", False)
-        if not cell["ok"] and flavor.unavailable and only_compiler_missing(cell["error"], flavor.compiler_spec):
-            note = f"not concretizable here (Spack needs the compiler present): {'; '.join(flavor.unavailable)}"
-        elif not cell["ok"]:
+        if not cell["ok"]:
             note = f"does not concretize: {cell['error']}"
         elif flavor.unavailable:
             note = f"concretized only: {'; '.join(flavor.unavailable)}"
+            if flavor.compiler in declared:
+                note += f" (concretized against compilers.{flavor.compiler}.site_external of components.yaml)"
         elif not built and flavor.name in flavor.app.build:
             note = f"in `build` of {flavor.app.file.name}, not built on this machine yet (`make stack` builds it)"
         elif not built:
@@ -97,7 +102,7 @@ def rows(every: List[Flavor]) -> List[dict]:
             note = ""
         table.append({
             "flavor": flavor.module_name, "compiler": flavor.compiler, "mpi": flavor.mpi, "math": flavor.math,
-            "concretized": "yes" if cell["ok"] else ("no compiler" if note.startswith("not concretizable") else "NO"), "built": "yes" if built else "no",
+            "concretized": "yes" if cell["ok"] else "NO", "built": "yes" if built else "no",
             "tests": _tests(flavor.module_name) if built else "-", "note": note,
         })
     return table

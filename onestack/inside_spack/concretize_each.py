@@ -1,5 +1,7 @@
-# Runs inside `spack python` (see onestack/spack.py:query). Argument: a JSON list
-# of abstract specs. Concretizes each one on its own, so that one cell of the
+# Runs inside `spack python` (see onestack/spack.py:query). Arguments: a JSON list
+# of abstract specs, and optionally a JSON `packages:` mapping to concretize
+# them against (compilers declared, not present: components.yaml's
+# site_external). Concretizes each one on its own, so that one cell of the
 # flavor matrix failing does not hide the others, and prints, as JSON, for
 # each: whether it concretized, its hash, or the concretizer's reason.
 # Cells are solved in parallel, one process per core, as Spack itself does for
@@ -10,6 +12,7 @@ import os
 import sys
 
 import spack.concretize
+import spack.config
 import spack.spec
 
 
@@ -22,6 +25,9 @@ def concretize(abstract):
 
 
 specs = json.loads(sys.argv[1])
+if len(sys.argv) > 2:
+    declared = {"packages": json.loads(sys.argv[2])}
+    spack.config.CONFIG.push_scope(spack.config.InternalConfigScope("declared-compilers", declared))
 with multiprocessing.get_context("fork").Pool(min(len(specs), os.cpu_count() or 1)) as pool:
     result = dict(pool.imap_unordered(concretize, specs))
 print(json.dumps(result))

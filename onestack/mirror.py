@@ -1,7 +1,9 @@
 """The offline source mirror: fills $ONESTACK_MIRROR with the archives and
 patches the stack needs, by content address, from the places listed in
 setup/offline-sources.yaml, admitting a file only if its sha256 is the one the
-Spack recipe declares. Spack reads it as a mirror (site scope mirrors.yaml)."""
+Spack recipe declares; a version the recipe pins by git commit is archived from
+that very commit of a local clone. Spack reads it as a mirror (site scope
+mirrors.yaml)."""
 
 import hashlib
 import os
@@ -72,6 +74,29 @@ def _from_git(how: dict, workdir: Path) -> Path:
     return out
 
 
+def _commit_archive(source: dict, how: dict) -> None:
+    """A version the recipe pins by git commit: the commit is the checksum.
+
+    Spack's mirror keeps such a version as a tar.gz of the commit's tree under
+    one top folder (what `spack mirror create` writes); `git archive` of the
+    commit, resolved in the clone to exactly that id, is that tree."""
+    variable, commit = how["clone_variable"], source["commit"]
+    clone = os.environ.get(variable)
+    if not clone:
+        raise MirrorError(f"set {variable} to a local git clone that has commit {commit}")
+    proc = subprocess.run(["git", "-C", clone, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"],
+                          text=True, capture_output=True)
+    if proc.returncode != 0 or proc.stdout.strip() != commit:
+        raise MirrorError(f"{variable}={clone} has no commit {commit}: set it to a clone of {source['url']}")
+    target = paths.mirror() / source["mirror_path"]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    subprocess.run(["git", "-C", clone, "archive", "--format=tar.gz", "--prefix=spack-src/",
+                    "--output", str(partial), commit], check=True)
+    partial.replace(target)
+    print(f"==> mirror: admitted {source['spec']} {source['kind']} (git archive of commit {commit} from ${variable})")
+
+
 def _admit(source: dict, how: dict) -> None:
     """Fetch a candidate, compare its sha256 with the recipe's, and file it."""
     with tempfile.TemporaryDirectory(dir=paths.cache()) as tmp:
@@ -102,12 +127,15 @@ def fill(require_all: bool = False, rebuild: bool = False) -> None:
     for source in needed_sources(include_installed=rebuild):
         if _present(source):
             continue
-        how = known.get(source["sha256"])
+        how = known.get(source["sha256"] or source["commit"])
         if how is None:
             missing.append(source)
             continue
         try:
-            _admit(source, how)
+            if source["commit"]:
+                _commit_archive(source, how["git_archive"])
+            else:
+                _admit(source, how)
         except MirrorError as err:
             failed.append(f"{source['spec']} {source['kind']}: {err}")
             missing.append(source)
@@ -117,13 +145,15 @@ def fill(require_all: bool = False, rebuild: bool = False) -> None:
         print("==> mirror: every source the stack needs is in the mirror or already installed")
         return
     lines = [
-        f"  {s['spec']} {s['kind']}: {s['url']}\n    sha256 {s['sha256']} -> {paths.mirror() / s['mirror_path']}"
+        f"  {s['spec']} {s['kind']}: {s['url']}\n    "
+        f"{'sha256 ' + s['sha256'] if s['sha256'] else 'git commit ' + s['commit']} -> {paths.mirror() / s['mirror_path']}"
         for s in missing
     ]
     report = "sources not in the mirror:\n" + "\n".join(lines)
     if require_all:
         raise MirrorError(
-            report + "\n  fix: put each file (with that sha256) at that path, or list where to get it in "
+            report + "\n  fix: put each file (with that sha256, or an archive of that commit) at that path, "
+            "or list where to get it in "
             f"{OFFLINE_SOURCES.relative_to(paths.REPO)}, then run `make mirror`"
         )
     print(f"==> mirror: {report}\n==> mirror: Spack will download these from upstream")

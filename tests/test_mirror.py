@@ -47,3 +47,34 @@ def test_a_file_with_another_checksum_is_refused(tmp_path):
     assert "recipe sha256: " + "0" * 64 in str(err.value)
     assert "file sha256:   " in str(err.value)
     assert not (tmp_path / "mirror").exists() or not any((tmp_path / "mirror").rglob("*0000*"))
+
+
+def _one_commit_repo(path):
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    (path / "autogen.sh").write_text("echo generating\n")
+    subprocess.run(["git", "-C", str(path), "add", "."], check=True)
+    subprocess.run(["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
+                   check=True)
+    return subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], text=True, capture_output=True).stdout.strip()
+
+
+def test_a_git_version_is_archived_from_its_commit_or_named_with_its_variable(tmp_path):
+    """A version pinned by commit (mvapich2@2.3.7-1) goes into the mirror as
+    Spack keeps it: a tar.gz of the commit's tree under one top folder."""
+    import tarfile
+
+    commit = _one_commit_repo(tmp_path / "repo")
+    source = {"spec": "mvapich2@2.3.7-1", "kind": "source", "sha256": None, "commit": commit,
+              "url": "https://example.org/x.git", "mirror_path": f"_source-cache/git/x.git/{commit}.tar.gz"}
+    how = {"clone_variable": "TEST_CLONE"}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ONESTACK_MIRROR", str(tmp_path / "mirror"))
+        mp.delenv("TEST_CLONE", raising=False)
+        with pytest.raises(mirror.MirrorError, match=f"set TEST_CLONE to a local git clone that has commit {commit}"):
+            mirror._commit_archive(source, how)
+        mp.setenv("TEST_CLONE", str(tmp_path / "repo"))
+        with pytest.raises(mirror.MirrorError, match="has no commit"):
+            mirror._commit_archive({**source, "commit": "1" * 40}, how)
+        mirror._commit_archive(source, how)
+    with tarfile.open(tmp_path / "mirror" / source["mirror_path"]) as archive:
+        assert "spack-src/autogen.sh" in archive.getnames()

@@ -1,9 +1,11 @@
 # Runs inside `spack python` (see onestack/spack.py:query). Prints, as JSON, every
 # source archive and patch the active environment's non-external specs need,
-# with its sha256 and its content-addressed path in a Spack mirror.
+# with its sha256 (or, for a version Spack checks out of git, its commit) and
+# its content-addressed path in a Spack mirror.
 import json
 
 import spack.environment
+import spack.fetch_strategy
 import spack.mirrors.layout
 
 env = spack.environment.active_environment()
@@ -17,9 +19,14 @@ for spec in env.all_specs():
     fetchers += [("patch", p.fetcher()) for p in spec.patches if hasattr(p, "url")]
     for kind, fetcher in fetchers:
         digest = getattr(fetcher, "digest", None)
-        if not digest or digest in seen:
+        # A git version pinned by commit: Spack's mirror keeps it as an archive
+        # of that commit's tree (`spack mirror create` does the same).
+        is_git = isinstance(fetcher, spack.fetch_strategy.GitFetchStrategy)
+        commit = getattr(fetcher, "commit", None) if is_git else None
+        key = digest or commit
+        if not key or key in seen:
             continue
-        seen.add(digest)
+        seen.add(key)
         layout = spack.mirrors.layout.default_mirror_layout(
             fetcher, spec.name, spec if kind == "source" else None
         )
@@ -28,6 +35,7 @@ for spec in env.all_specs():
                 "spec": spec.format("{name}@{version}"),
                 "kind": kind,
                 "sha256": digest,
+                "commit": None if digest else commit,
                 "url": getattr(fetcher, "url", None),
                 "mirror_path": layout.path,
                 "installed": spec.installed,

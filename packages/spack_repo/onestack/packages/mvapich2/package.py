@@ -39,6 +39,18 @@ class Mvapich2(BuiltinMvapich2):
         depends_on("m4", type="build")
         depends_on("perl", type="build")
 
+    # 2.3.7 rewrote the TCP address lookups (getaddrinfo, inet_ntop) with
+    # slips that stop fabrics=nemesis (its TCP netmod) from compiling:
+    # `mpierrno` for `mpi_errno` ("'mpierrno' undeclared", tcp_init.c:391) and
+    # inet_ntop given a struct for a pointer and a char* array for a buffer
+    # ("incompatible type for argument 2 of 'inet_ntop'", tcp_getip.c:155; the
+    # sock channel's ch3u_getinterfaces.c has the same lines, fixed alike);
+    # and `if (!mpi_errno);`
+    # ends the lookup's retry loop after the first try whatever its result.
+    # They came with the 2.3.7 GA release commit and are still in 2.3.7-1
+    # (upstream's default fabric, mrail, never compiles these files).
+    patch("tcp-address-lookup-2.3.7.patch", when="@2.3.7")
+
     def autoreconf(self, spec, prefix):
         # The commit has no configure. autogen.sh, not a bare autoreconf, is
         # MVAPICH2's way to make it: it also generates sources (error message

@@ -61,9 +61,11 @@ def detect_externals() -> None:
 
 
 def _undetected(libraries: List[str]) -> List[str]:
-    """The libraries the site scope has no external of."""
-    file = scope_dir() / "packages.yaml"
-    found = yaml.safe_load(file.read_text()).get("packages", {}) if file.is_file() else {}
+    """The libraries no configuration scope has an external of. Not the site
+    scope alone: `spack external find` writes nothing for an external another
+    scope declares already (gcc, in spack.yaml)."""
+    proc = subprocess.run(spack.command("config", "get", "packages"), text=True, capture_output=True, check=True)
+    found = yaml.safe_load(proc.stdout).get("packages", {})
     return [lib for lib in libraries if not found.get(lib, {}).get("externals")]
 
 

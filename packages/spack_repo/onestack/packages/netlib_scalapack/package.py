@@ -43,6 +43,7 @@ class NetlibScalapack(BuiltinNetlibScalapack):
     @property
     def libs(self):
         if self.spec.external:
-            family = self.spec.variants["mpi_family"].value if "mpi_family" in self.spec.variants else "mpich"
+            # Installs from before the variant existed are MPICH builds.
+            family = "openmpi" if self.spec.satisfies("mpi_family=openmpi") else "mpich"
             return find_libraries(f"libscalapack-{family}", root=self.prefix, recursive=True)
         return super().libs

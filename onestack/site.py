@@ -28,15 +28,21 @@ def _scope_name() -> str:
 
 
 def detect_externals() -> None:
-    """Run `spack external find` once per change of setup/externals.yaml."""
+    """Run `spack external find` once per change of setup/externals.yaml or
+    of the site recipes (which hold the detection of the libraries)."""
     wanted = yaml.safe_load(EXTERNALS.read_text())
     packages = wanted["libraries"] + wanted["build_tools"]
     stamp = scope_dir() / ".externals-detected"
-    digest = hashlib.sha256(" ".join(packages).encode()).hexdigest()
-    if stamp.is_file() and stamp.read_text() == digest and (scope_dir() / "packages.yaml").is_file():
+    digest = hashlib.sha256(" ".join(packages).encode())
+    for recipe in sorted((paths.REPO / "packages").rglob("package.py")):
+        digest.update(recipe.read_bytes())
+    if stamp.is_file() and stamp.read_text() == digest.hexdigest() and (scope_dir() / "packages.yaml").is_file():
         print("==> site scope: externals already detected")
         return
     scope_dir().mkdir(parents=True, exist_ok=True)
+    # From scratch: `spack external find` adds to what is there, and an entry
+    # detected by an older recipe would stay beside the new ones.
+    (scope_dir() / "packages.yaml").unlink(missing_ok=True)
     spack.run("external", "find", "--scope", _scope_name(), *packages, quiet=True)
     # Spack gives each package 60 s and skips a slower one without a word
     # (only `spack -d` says so): on a fresh machine Open MPI's cold
@@ -50,14 +56,16 @@ def detect_externals() -> None:
         raise paths.SetupError(
             f"setup/externals.yaml libraries: `spack external find` did not detect {', '.join(missing)}; "
             "install their Debian packages (setup/apt-packages.txt) and run `make setup` again")
-    stamp.write_text(digest)
+    stamp.write_text(digest.hexdigest())
     print(f"==> site scope: externals detected into {scope_dir() / 'packages.yaml'}")
 
 
 def _undetected(libraries: List[str]) -> List[str]:
-    """The libraries the site scope has no external of."""
-    file = scope_dir() / "packages.yaml"
-    found = yaml.safe_load(file.read_text()).get("packages", {}) if file.is_file() else {}
+    """The libraries no configuration scope has an external of. Not the site
+    scope alone: `spack external find` writes nothing for an external another
+    scope declares already (gcc, in spack.yaml)."""
+    proc = subprocess.run(spack.command("config", "get", "packages"), text=True, capture_output=True, check=True)
+    found = yaml.safe_load(proc.stdout).get("packages", {})
     return [lib for lib in libraries if not found.get(lib, {}).get("externals")]
 
 

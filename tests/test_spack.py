@@ -54,6 +54,10 @@ REFUSED = {
     "mkl-openmpi-blacs-with-mpich": (
         f"{QE} ^[virtuals=mpi] mpich ^[virtuals=blas,lapack,scalapack,fftw-api] intel-oneapi-mkl mpi_family=openmpi",
         "needs the BLACS of the mpich family"),
+    "openmpi-with-the-mpich-scalapack": (
+        f"{QE} ^[virtuals=mpi] openmpi ^[virtuals=blas,lapack] openblas "
+        "^[virtuals=scalapack] netlib-scalapack mpi_family=mpich",
+        "must be the OS's Open MPI build"),
     "mkl-intel-fortran-layer-with-gcc": (
         f"{QE} %gcc ^[virtuals=mpi] mpich ^[virtuals=blas,lapack,scalapack,fftw-api] intel-oneapi-mkl ~gfortran",
         "GNU Fortran interface layer"),

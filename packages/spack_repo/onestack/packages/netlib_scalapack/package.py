@@ -1,7 +1,9 @@
 # ScaLAPACK as an external from the OS, built there against OpenBLAS (not the
 # reference BLAS). The builtin recipe has no detection and looks only for a
-# library named libscalapack; Debian names it after the MPI it was built with.
+# library named libscalapack; Debian builds it once per MPI and names each
+# library after it (libscalapack-mpich, libscalapack-openmpi).
 import os
+import re
 
 from spack_repo.builtin.packages.netlib_scalapack.package import (
     NetlibScalapack as BuiltinNetlibScalapack,
@@ -10,20 +12,38 @@ from spack_repo.onestack.packages.fftw.package import _pkgconfig_version
 
 from spack.package import *
 
+LIBRARY = re.compile(r"^libscalapack-(mpich|openmpi)\.so$")
+
 
 class NetlibScalapack(BuiltinNetlibScalapack):
-    """ScaLAPACK, detectable as an external (the OS's MPICH build)."""
+    """ScaLAPACK, detectable as an external: one per MPI family of the OS's builds."""
 
-    # One library per MPI (libscalapack-mpich, libscalapack-openmpi): only the
-    # MPICH-family one is detected, as the flavors use it with MPICH-ABI MPIs.
-    libraries = [r"^libscalapack-mpich\.so$"]
+    libraries = [LIBRARY.pattern]
+
+    # A process holds one MPI: an Open MPI flavor that linked the MPICH build
+    # loaded libmpich.so.12 beside libmpi.so.40 (caught by
+    # tests/test_mpi_abi.py). The site's QE recipe pairs each flavor's MPI with
+    # the library of its family.
+    variant(
+        "mpi_family",
+        default="mpich",
+        values=("mpich", "openmpi"),
+        description="The MPI ABI family an OS build of the library links (externals)",
+    )
 
     @classmethod
     def determine_version(cls, lib):
-        return _pkgconfig_version(lib, "scalapack-mpich.pc")
+        family = LIBRARY.match(os.path.basename(lib)).group(1)
+        return _pkgconfig_version(lib, f"scalapack-{family}.pc")
+
+    @classmethod
+    def determine_variants(cls, libs, version_str):
+        return [f"mpi_family={LIBRARY.match(os.path.basename(lib)).group(1)}" for lib in libs]
 
     @property
     def libs(self):
         if self.spec.external:
-            return find_libraries("libscalapack-mpich", root=self.prefix, recursive=True)
+            # Installs from before the variant existed are MPICH builds.
+            family = "openmpi" if self.spec.satisfies("mpi_family=openmpi") else "mpich"
+            return find_libraries(f"libscalapack-{family}", root=self.prefix, recursive=True)
         return super().libs

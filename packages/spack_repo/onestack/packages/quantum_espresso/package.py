@@ -63,6 +63,22 @@ class QuantumEspresso(BuiltinQuantumEspresso):
             f"{'intelmpi' if _family == 'mpich' else 'openmpi'}_lp64",
         )
 
+    # The OS's ScaLAPACK is built once per MPI (packages/netlib_scalapack): an
+    # Open MPI flavor needs the Open MPI build; the MPICH family the MPICH one.
+    # (A conflict, not a requirement, for the MPICH family: its installs from
+    # before the variant existed are MPICH builds and stay reusable.)
+    requires(
+        "^[virtuals=scalapack] netlib-scalapack mpi_family=openmpi",
+        when="^[virtuals=mpi] openmpi ^[virtuals=scalapack] netlib-scalapack",
+        msg="ScaLAPACK with Open MPI must be the OS's Open MPI build (netlib-scalapack mpi_family=openmpi)",
+    )
+    for _mpi in ("mpich", "mvapich2", "intel-oneapi-mpi"):
+        conflicts(
+            "^[virtuals=scalapack] netlib-scalapack mpi_family=openmpi",
+            when=f"^[virtuals=mpi] {_mpi}",
+            msg=f"{_mpi} needs the MPICH-family build of ScaLAPACK (netlib-scalapack mpi_family=mpich)",
+        )
+
     # GNU Fortran must link MKL's GNU interface layer (libmkl_gf_lp64): with the
     # Intel layer, complex-valued BLAS functions return their results wrongly.
     conflicts(

@@ -62,7 +62,7 @@ def concretize_cells(every: List[Flavor]) -> Dict[str, dict]:
     if declared:
         packages = {external["spec"].split("@")[0]: {"externals": [external]} for external in declared.values()}
         absent = [f.spack_spec() for f in every if f.compiler in declared]
-        result.update(spack.query("concretize_each", json.dumps(absent), json.dumps(packages)))
+        result.update(spack.query("concretize_each", json.dumps(absent), json.dumps({"packages": packages})))
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps(result))
     return result

@@ -1,9 +1,10 @@
 # Runs inside `spack python` (see onestack/spack.py:query). Arguments: a JSON list
-# of abstract specs, and optionally a JSON `packages:` mapping to concretize
-# them against (compilers declared, not present: components.yaml's
-# site_external). Concretizes each one on its own, so that one cell of the
-# flavor matrix failing does not hide the others, and prints, as JSON, for
-# each: whether it concretized, its hash, or the concretizer's reason.
+# of abstract specs, and optionally a JSON configuration scope to solve them
+# under (packages: the compilers components.yaml declares but this machine
+# lacks; concretizer: reuse: false, to test a recipe's rule, not an install).
+# Concretizes each one on its own, so that one cell of the flavor matrix
+# failing does not hide the others, and prints, as JSON, for each: whether it
+# concretized, its hash, or the concretizer's reason.
 # Cells are solved in parallel, one process per core, as Spack itself does for
 # an environment's separately concretized roots.
 import json
@@ -26,8 +27,8 @@ def concretize(abstract):
 
 specs = json.loads(sys.argv[1])
 if len(sys.argv) > 2:
-    declared = {"packages": json.loads(sys.argv[2])}
-    spack.config.CONFIG.push_scope(spack.config.InternalConfigScope("declared-compilers", declared))
+    scope = json.loads(sys.argv[2])
+    spack.config.CONFIG.push_scope(spack.config.InternalConfigScope("onestack-query", scope))
 with multiprocessing.get_context("fork").Pool(min(len(specs), os.cpu_count() or 1)) as pool:
     result = dict(pool.imap_unordered(concretize, specs))
 print(json.dumps(result))

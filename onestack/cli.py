@@ -160,7 +160,8 @@ def main(argv=None) -> int:
         ("where", cmd_where, "print the init script of the live module tree", []),
         ("rollback", cmd_rollback, "make the previous release live again", []),
         ("report", cmd_report, "measure every published flavor side by side: HTML and PNG report",
-         [("--reduced", "small sizes, one run each (the test suite's run: keeps the code path working)")]),
+         [("--reduced", "small sizes, one run each, one case per application "
+                        "(the test suite's run: keeps the code path working)")]),
         ("report-path", cmd_report_path, "print the folder of the latest report", []),
         ("bench-modules", cmd_bench_modules, "print module avail/load latency, with and without cache", []),
     ]

@@ -40,7 +40,7 @@ def concretize_cells(every: List[Flavor]) -> Dict[str, dict]:
     compiler installed or external), only for its own flavors."""
     cache = paths.cache() / "flavor-status" / f"concretize-{spack.inputs_fingerprint()}.json"
     if cache.is_file():
-        return json.loads(cache.read_text())
+        return _with_install_state(json.loads(cache.read_text()))
     print(f"==> flavors: concretizing {len(every)} cells, each on its own", flush=True)
     declared = declared_compilers(every)
     present = [f.spack_spec() for f in every if f.compiler not in declared]
@@ -52,6 +52,17 @@ def concretize_cells(every: List[Flavor]) -> Dict[str, dict]:
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps(result))
     return result
+
+
+def _with_install_state(cells: Dict[str, dict]) -> Dict[str, dict]:
+    """Cached cells with whether each is installed now: a build since the
+    cache was written must show as built."""
+    hashes = [cell["hash"] for cell in cells.values() if cell["ok"]]
+    installed = spack.query("installed", json.dumps(hashes))
+    for cell in cells.values():
+        if cell["ok"]:
+            cell["installed"] = installed[cell["hash"]]
+    return cells
 
 
 def _tests(module: str) -> str:

@@ -29,10 +29,9 @@ def cmd_site(args) -> None:
 
 
 def _concretize(args) -> None:
-    """Render the selected flavors and concretize what is new among them
-    (`spack concretize` keeps what is already concretized)."""
+    """Render the selected flavors and concretize what is new among them."""
     flavors.render(_selected(args))
-    spack.run("concretize", quiet=True)
+    spack.concretize()
 
 
 def cmd_mirror(args) -> None:
@@ -58,7 +57,7 @@ def cmd_images(args) -> None:
     # The environment keeps every flavor of the build lists (as publish
     # leaves it): an image of one flavor must not narrow what Spack sees.
     flavors.render(flavors.select(flavors.load()))
-    spack.run("concretize", quiet=True)
+    spack.concretize()
     for image in containers.build(_selected(args)):
         print(f"==> images: {image}")
 

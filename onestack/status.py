@@ -2,7 +2,6 @@
 whether it concretizes, whether it is built, whether its test problems pass,
 and if not, why. Nothing is left out: a cell that cannot be built here says so."""
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Dict, List
@@ -22,19 +21,6 @@ def record_result(module: str, case: str, passed: bool, checks: List[str]) -> No
     out.write_text(json.dumps({"passed": passed, "checks": checks}, indent=1))
 
 
-def _inputs_fingerprint() -> str:
-    """Everything concretization depends on, so a result is reused until it changes."""
-    files = [paths.REPO / "spack.yaml", *sorted(paths.environments_dir().glob("*")),
-             *sorted((paths.REPO / "packages").rglob("*.py")),
-             *sorted((paths.REPO / "onestack" / "inside_spack").glob("*.py")),
-             paths.site_scope() / "packages.yaml"]
-    digest = hashlib.sha256()
-    for file in files:
-        if file.is_file():
-            digest.update(file.read_bytes())
-    return digest.hexdigest()[:16]
-
-
 def declared_compilers(every: List[Flavor]) -> Dict[str, dict]:
     """Spack `packages:` externals of the compilers absent here, as
     components.yaml declares them (site_external), by flavor compiler."""
@@ -52,9 +38,9 @@ def concretize_cells(every: List[Flavor]) -> Dict[str, dict]:
     in $ONESTACK_CACHE until the stack's inputs change. A compiler absent
     here is concretized against its declared external (Spack 1.x needs the
     compiler installed or external), only for its own flavors."""
-    cache = paths.cache() / "flavor-status" / f"concretize-{_inputs_fingerprint()}.json"
+    cache = paths.cache() / "flavor-status" / f"concretize-{spack.inputs_fingerprint()}.json"
     if cache.is_file():
-        return json.loads(cache.read_text())
+        return _with_install_state(json.loads(cache.read_text()))
     print(f"==> flavors: concretizing {len(every)} cells, each on its own", flush=True)
     declared = declared_compilers(every)
     present = [f.spack_spec() for f in every if f.compiler not in declared]
@@ -66,6 +52,17 @@ def concretize_cells(every: List[Flavor]) -> Dict[str, dict]:
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps(result))
     return result
+
+
+def _with_install_state(cells: Dict[str, dict]) -> Dict[str, dict]:
+    """Cached cells with whether each is installed now: a build since the
+    cache was written must show as built."""
+    hashes = [cell["hash"] for cell in cells.values() if cell["ok"]]
+    installed = spack.query("installed", json.dumps(hashes))
+    for cell in cells.values():
+        if cell["ok"]:
+            cell["installed"] = installed[cell["hash"]]
+    return cells
 
 
 def _tests(module: str) -> str:

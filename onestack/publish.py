@@ -147,7 +147,8 @@ def _fingerprint(selected: List[Flavor], roots: Dict[str, dict]) -> str:
         digest.update(f"{flavor.module_name}\n".encode())
     for spec in sorted(roots):
         digest.update(f"{spec} {roots[spec]['hash']}\n".encode())
-    sources = [paths.REPO / "modulefiles" / "modules.yaml", *sorted(TEMPLATES.iterdir()),
+    # This file too: a change of what publish writes must make a new release.
+    sources = [Path(__file__), paths.REPO / "modulefiles" / "modules.yaml", *sorted(TEMPLATES.iterdir()),
                paths.environments_dir() / flavors.COMPONENTS_FILE, site.VENDOR,
                *sorted({f.app.file for f in selected})]
     for file in sources:
@@ -185,11 +186,18 @@ def _launcher_dir(release: Path, flavor: Flavor) -> str:
     if not (folder / "mpirun").is_symlink():
         (folder / "mpirun").symlink_to(target)
     return str(folder)
-    # `module load qe` loads the site default flavor of each application.
+
+
+def _default_flavors(release: Path, selected: List[Flavor]) -> None:
+    """`module load qe` loads the application's default_flavor, when it is
+    published; otherwise Lmod picks the flavor whose name sorts last. Lmod 8.6
+    reads a .modulerc.lua in each module's folder, not at the modulepath's top."""
     published = {f.module_name for f in selected}
-    defaults = sorted({f"{f.app.module}/{f.app.default_flavor}" for f in selected} & published)
-    (release / "flavors" / ".modulerc.lua").write_text(
-        "".join(f'module_version("{d}", "default")\n' for d in defaults))
+    for app in {f.app.module: f.app for f in selected}.values():
+        default = f"{app.module}/{app.default_flavor}"
+        if default in published:
+            (release / "flavors" / app.module / ".modulerc.lua").write_text(
+                f'module_version("{default}", "default")\n')
 
 
 def _runtime_modules(release: Path, roots: Dict[str, dict]) -> List[str]:
@@ -248,6 +256,7 @@ def publish(selected: List[Flavor], force: bool = False) -> Path:
     print(f"==> publish: generating release {release.name} beside the live tree")
     names = _spack_modules(release)
     _flavor_modules(release, selected, roots, names)
+    _default_flavors(release, selected)
     runtime_modules = _runtime_modules(release, roots)
     _init_files(release, selected[0].module_name)
     modulepath = [release / "flavors", *_core_dirs(release)]

@@ -31,10 +31,15 @@ def test_where_prints_the_init_script(init_script):
     assert publish.init_script().resolve() == init_script.resolve()
 
 
-def test_module_load_app_gives_the_default_flavor(init_script, published_flavors):
-    proc = lmod.clean_shell(init_script, "module load qe\nmodule -t list 2>&1")
+@pytest.mark.parametrize("app", sorted({f.app.module for f in flavors.load()}))
+def test_module_load_app_gives_its_default_flavor(init_script, published_flavors, app):
+    """The default_flavor of the app's environment file, not the name Lmod sorts last."""
+    default = next(f.module_name for f in flavors.load() if f.app.module == app and f.is_default)
+    if default not in published_flavors:
+        pytest.skip(f"{default} (default_flavor) is not published on this machine")
+    proc = lmod.clean_shell(init_script, f"module load {app}\nmodule -t list 2>&1")
     assert proc.returncode == 0, proc.stderr
-    assert "qe/openblas-mpich" in proc.stdout + proc.stderr
+    assert default in (proc.stdout + proc.stderr).split(), proc.stdout + proc.stderr
 
 
 def test_spider_lists_every_flavor_with_its_description(init_script, published_flavors):
@@ -80,14 +85,21 @@ def test_published_release_is_read_only(live_release):
 
 
 def test_loading_a_second_flavor_replaces_the_first(init_script, published_flavors):
+    # Two flavors of different math libraries: their application modules differ
+    # (quantum-espresso/6.7.0-<math>), so the first one's must be gone.
     qe = [m for m in published_flavors if m.startswith("qe/")]
-    assert len(qe) >= 2, f"needs two published QE flavors, has {qe}"
-    first, second = qe[:2]
+    first = qe[0] if qe else None
+    second = next((m for m in qe if _math(m) != _math(first)), None)
+    assert second, f"needs two published QE flavors of different math libraries, has {qe}"
     proc = lmod.clean_shell(init_script, f"module load {first}\nmodule load {second} 2>&1\n"
                                          "echo ==loaded==\nmodule -t list 2>&1\ncommand -v pw.x")
     assert proc.returncode == 0, proc.stderr
     listed = proc.stdout.split("==loaded==")[1]
     assert second in listed and first not in listed, listed
-    first_math, second_math = first.split("/")[1].split("-")[0], second.split("/")[1].split("-")[0]
-    assert f"quantum-espresso/6.7.0-{second_math}" in listed
-    assert f"quantum-espresso/6.7.0-{first_math}" not in listed
+    assert f"quantum-espresso/6.7.0-{_math(second)}" in listed
+    assert f"quantum-espresso/6.7.0-{_math(first)}" not in listed
+
+
+def _math(module: str) -> str:
+    """qe/mkl-mpich -> mkl (flavors are named <math>-<mpi>[-<compiler>])."""
+    return module.split("/")[1].split("-")[0]

@@ -74,6 +74,26 @@ def _from_git(how: dict, workdir: Path) -> Path:
     return out
 
 
+def _from_git_tag(how: dict, workdir: Path) -> Path:
+    """A release archive as GitHub serves it for a tag: `git archive` of the tag
+    under <repo>-<version>/, gzipped without a name or time stamp (byte for
+    byte, as the sha256 check then confirms)."""
+    clone = os.environ.get(how["clone_variable"])
+    if not clone:
+        raise MirrorError(f"set {how['clone_variable']} to a local git clone that has tag {how['tag']}")
+    out = workdir / f"{how['prefix'].rstrip('/')}.tar.gz"
+    archive = subprocess.Popen(["git", "-C", clone, "archive", "--format=tar", f"--prefix={how['prefix']}",
+                                how["tag"]], stdout=subprocess.PIPE)
+    with open(out, "wb") as handle:
+        subprocess.run(["gzip", "-n"], stdin=archive.stdout, stdout=handle, check=True)
+    if archive.wait() != 0:
+        raise MirrorError(f"{how['clone_variable']}={clone} has no tag {how['tag']}")
+    return out
+
+
+_CANDIDATES = {"debian": _from_debian, "git": _from_git, "git_tag": _from_git_tag}
+
+
 def _commit_archive(source: dict, how: dict) -> None:
     """A version the recipe pins by git commit: the commit is the checksum.
 
@@ -100,7 +120,8 @@ def _commit_archive(source: dict, how: dict) -> None:
 def _admit(source: dict, how: dict) -> None:
     """Fetch a candidate, compare its sha256 with the recipe's, and file it."""
     with tempfile.TemporaryDirectory(dir=paths.cache()) as tmp:
-        candidate = _from_debian(how["debian"], Path(tmp)) if "debian" in how else _from_git(how["git"], Path(tmp))
+        kind = next(k for k in _CANDIDATES if k in how)
+        candidate = _CANDIDATES[kind](how[kind], Path(tmp))
         actual = sha256_of(candidate)
         if actual != source["sha256"]:
             raise MirrorError(

@@ -78,6 +78,17 @@ class QuantumEspresso(BuiltinQuantumEspresso):
             when=f"^[virtuals=mpi] {_mpi}",
             msg=f"{_mpi} needs the MPICH-family build of ScaLAPACK (netlib-scalapack mpi_family=mpich)",
         )
+    # The OS's MPICH-family build links Debian's MPICH by its own name
+    # (libmpich.so.12): with Intel MPI or MVAPICH2, the process loaded a second
+    # MPI beside the flavor's libmpi.so.12. For them ScaLAPACK is built by
+    # Spack, on the flavor's MPI (an external has no MPI dependency, so this
+    # requirement rules the OS build out).
+    for _mpi in ("mvapich2", "intel-oneapi-mpi"):
+        requires(
+            f"^[virtuals=scalapack] netlib-scalapack %[virtuals=mpi] {_mpi}",
+            when=f"^[virtuals=mpi] {_mpi} ^[virtuals=scalapack] netlib-scalapack",
+            msg=f"ScaLAPACK with {_mpi} must be built on {_mpi}: the OS's build links Debian's MPICH",
+        )
 
     # GNU Fortran must link MKL's GNU interface layer (libmkl_gf_lp64): with the
     # Intel layer, complex-valued BLAS functions return their results wrongly.

@@ -30,12 +30,7 @@ def test_missing_source_is_a_clear_error_and_publishes_nothing(tmp_path, live_re
 
 def test_a_file_with_another_checksum_is_refused(tmp_path):
     repo = tmp_path / "repo"
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    (repo / "configure").write_text("echo changed\n")
-    subprocess.run(["git", "-C", str(repo), "add", "."], check=True)
-    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
-                   check=True)
-    commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], text=True, capture_output=True).stdout.strip()
+    commit = _one_commit_repo(repo)
     source = {"spec": "quantum-espresso@6.7.0", "kind": "patch", "sha256": "0" * 64,
               "mirror_path": "_source-cache/archive/00/" + "0" * 64}
     how = {"git": {"clone_variable": "TEST_CLONE", "commit": commit}}
@@ -78,3 +73,25 @@ def test_a_git_version_is_archived_from_its_commit_or_named_with_its_variable(tm
         mirror._commit_archive(source, how)
     with tarfile.open(tmp_path / "mirror" / source["mirror_path"]) as archive:
         assert "spack-src/autogen.sh" in archive.getnames()
+
+
+def test_a_release_archive_is_made_from_its_tag_as_github_serves_it(tmp_path):
+    """netlib-scalapack@2.2.2: `git archive` of tag v2.2.2 under
+    scalapack-2.2.2/, gzipped with no name or time stamp, is the release
+    archive byte for byte (then admitted only if its sha256 is the recipe's)."""
+    import gzip
+    import tarfile
+
+    _one_commit_repo(tmp_path / "repo")
+    subprocess.run(["git", "-C", str(tmp_path / "repo"), "tag", "v1.0"], check=True)
+    how = {"clone_variable": "TEST_CLONE", "tag": "v1.0", "prefix": "x-1.0/"}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TEST_CLONE", str(tmp_path / "repo"))
+        archive = mirror._from_git_tag(how, tmp_path)
+        with pytest.raises(mirror.MirrorError, match="has no tag v2.0"):
+            mirror._from_git_tag({**how, "tag": "v2.0", "prefix": "x-2.0/"}, tmp_path)
+    assert archive.read_bytes()[4:8] == bytes(4), "gzip header carries a time stamp"
+    with tarfile.open(archive) as tar:
+        assert "x-1.0/autogen.sh" in tar.getnames()
+    with gzip.open(archive) as tar_bytes:
+        assert tar_bytes.read(512)[:6] == b"pax_gl", "not `git archive`'s tar (its global header names the commit)"

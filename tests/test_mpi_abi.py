@@ -100,6 +100,17 @@ def test_every_flavor_links_the_mpi_it_names(init_script, published_flavors):
         abi, path = proc.stdout.split("\n")[:2]
         # Not the OS's own copy (Debian's lmp and pw.x are the report's baselines).
         assert path.startswith(str(paths.prefix())), f"{module}: {programs[module]} is {path}, not the flavor's"
-        linked = {lib for libs in FAMILY_LIBRARIES.values() for lib in libs if f"{lib} =>" in proc.stdout}
-        assert linked and linked <= set(FAMILY_LIBRARIES[abi]), \
+        linked = _mpi_libraries(proc.stdout)
+        assert linked and set(linked) <= set(FAMILY_LIBRARIES[abi]), \
             f"{module} ({abi} ABI): {programs[module]} links {sorted(linked) or 'no MPI library'}"
+        # One MPI in the process: Debian's MPICH-family ScaLAPACK once loaded
+        # MPICH's libmpich.so.12 beside Intel MPI's or MVAPICH2's libmpi.so.12.
+        files = {Path(target).resolve() for target in linked.values()}
+        assert len(files) == 1, f"{module}: {programs[module]} loads more than one MPI: {linked}"
+
+
+def _mpi_libraries(ldd: str) -> dict:
+    """{MPI library name: the file ldd resolved it to} of an ldd listing."""
+    names = {lib for libs in FAMILY_LIBRARIES.values() for lib in libs}
+    found = (line.split() for line in ldd.splitlines() if "=>" in line)
+    return {fields[0]: fields[2] for fields in found if fields[0] in names and len(fields) > 2}

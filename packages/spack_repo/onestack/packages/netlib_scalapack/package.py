@@ -23,7 +23,9 @@ class NetlibScalapack(BuiltinNetlibScalapack):
     # A process holds one MPI: an Open MPI flavor that linked the MPICH build
     # loaded libmpich.so.12 beside libmpi.so.40 (caught by
     # tests/test_mpi_abi.py). The site's QE recipe pairs each flavor's MPI with
-    # the library of its family.
+    # the OS build of its family (MPICH, Open MPI), or has Spack build the
+    # library on the flavor's MPI (Intel MPI, MVAPICH2), where the variant
+    # keeps its default and says nothing.
     variant(
         "mpi_family",
         default="mpich",

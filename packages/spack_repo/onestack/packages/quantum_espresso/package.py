@@ -64,33 +64,28 @@ class QuantumEspresso(BuiltinQuantumEspresso):
         )
 
     # The OS's ScaLAPACK is built once per MPI (packages/netlib_scalapack): an
-    # Open MPI flavor needs the Open MPI build; the MPICH family the MPICH one.
-    # (A conflict, not a requirement, for the MPICH family: its installs from
-    # before the variant existed are MPICH builds and stay reusable.)
+    # Open MPI flavor needs the Open MPI build, an MPICH flavor the MPICH one.
+    # Intel MPI and MVAPICH2 get neither: the MPICH build links MPICH's own
+    # libmpich.so.12, which loaded a second MPI beside the flavor's
+    # libmpi.so.12; Spack builds ScaLAPACK on their MPI instead.
     requires(
         "^[virtuals=scalapack] netlib-scalapack mpi_family=openmpi",
         when="^[virtuals=mpi] openmpi ^[virtuals=scalapack] netlib-scalapack",
         msg="ScaLAPACK with Open MPI must be the OS's Open MPI build (netlib-scalapack mpi_family=openmpi)",
     )
-    for _mpi in ("mpich", "mvapich2", "intel-oneapi-mpi"):
-        conflicts(
-            "^[virtuals=scalapack] netlib-scalapack mpi_family=openmpi",
-            when=f"^[virtuals=mpi] {_mpi}",
-            msg=f"{_mpi} needs the MPICH-family build of ScaLAPACK (netlib-scalapack mpi_family=mpich)",
-        )
-    # The OS's MPICH-family build links Debian's MPICH by its own name
-    # (libmpich.so.12): with Intel MPI or MVAPICH2, the process loaded a second
-    # MPI beside the flavor's libmpi.so.12. For them ScaLAPACK is built by
-    # Spack on the flavor's MPI: an external has no MPI dependency, so this
-    # rules the OS build out. (A depends_on, as Spack 1.1's `requires` never
-    # holds for a `%` edge below the root; like any directive, it does not
-    # reach an install reused from before it: tests/test_mpi_abi.py checks
-    # that each flavor's program loads one MPI.)
+    conflicts(
+        "^[virtuals=scalapack] netlib-scalapack mpi_family=openmpi",
+        when="^[virtuals=mpi] mpich",
+        msg="mpich needs the OS's MPICH build of ScaLAPACK (netlib-scalapack mpi_family=mpich)",
+    )
     for _mpi in ("mvapich2", "intel-oneapi-mpi"):
-        depends_on(
-            f"netlib-scalapack %[deptypes=build,link virtuals=mpi] {_mpi}",
-            when=f"^[virtuals=mpi] {_mpi} ^[virtuals=scalapack] netlib-scalapack",
-        )
+        for _family in ("mpich", "openmpi"):
+            conflicts(
+                f"^[virtuals=scalapack] netlib-scalapack mpi_family={_family}",
+                when=f"^[virtuals=mpi] {_mpi}",
+                msg=f"the OS's ScaLAPACK links {_family}'s own library, a second MPI beside {_mpi}: "
+                "ScaLAPACK is built by Spack on it (netlib-scalapack mpi_family=none)",
+            )
 
     # GNU Fortran must link MKL's GNU interface layer (libmkl_gf_lp64): with the
     # Intel layer, complex-valued BLAS functions return their results wrongly.

@@ -123,6 +123,18 @@ def _link_into(component: Path, targets: dict) -> None:
                 link.symlink_to(to)
 
 
+def _link_wheels(component: Path, wheels: Path, links: dict) -> None:
+    """Link each top folder of the wheels' prefix into the component; a folder
+    that `links` adds to (e.g. include/gfortran) is made real, its entries
+    linked one by one, so that the added link never lands in the wheels' tree."""
+    extended = {name.split("/")[0] for name in links if "/" in name}
+    for entry in wheels.iterdir():
+        if entry.name in extended:
+            _link_into(component / entry.name, {child.name: child for child in entry.iterdir()})
+        else:
+            _link_into(component, {entry.name: entry})
+
+
 def _vars_sh(how: dict) -> str:
     lines = ["# Written by onestack site from setup/vendor.yaml; read by Spack to write the module.",
              'here="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/.." && pwd)"']
@@ -143,13 +155,14 @@ def _install_vendor(package: str, how: dict) -> None:
     if stamp.is_file() and component != prefix:
         shutil.rmtree(component)  # a changed layout replaces the old links, never writes through them
     component.mkdir(parents=True, exist_ok=True)
+    links = {name: prefix / target for name, target in how.get("links", {}).items()}  # absolute stays absolute
     if "pip" in how:
         wheels = prefix / "pypi"
         print(f"==> vendor: pip install {' '.join(how['pip'])} into {wheels}")
         subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
                         "--prefix", str(wheels), *how["pip"]], check=True)
-        _link_into(component, {entry.name: entry for entry in wheels.iterdir()})
-    _link_into(component, how.get("links", {}))
+        _link_wheels(component, wheels, links)
+    _link_into(component, links)
     (component / "env").mkdir(exist_ok=True)
     (component / "env" / "vars.sh").write_text(_vars_sh(how))
     stamp.write_text(recipe)

@@ -43,6 +43,10 @@ REFUSED = {
         f"{QE} ^[virtuals=mpi] openmpi ^[virtuals=blas,lapack] openblas "
         "^[virtuals=scalapack] netlib-scalapack mpi_family=mpich",
         "must be the OS's Open MPI build"),
+    "intel-mpi-with-the-os-mpich-scalapack": (
+        f"{QE} ^[virtuals=mpi] intel-oneapi-mpi ^[virtuals=blas,lapack] openblas "
+        "^[virtuals=scalapack] netlib-scalapack mpi_family=mpich",
+        "a second MPI beside intel-oneapi-mpi"),
     "mkl-intel-fortran-layer-with-gcc": (
         f"{QE} %gcc ^[virtuals=mpi] mpich ^[virtuals=blas,lapack,scalapack,fftw-api] intel-oneapi-mkl ~gfortran",
         "GNU Fortran interface layer"),

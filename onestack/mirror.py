@@ -61,10 +61,16 @@ def _from_debian(how: dict, workdir: Path) -> Path:
     return workdir / how["file"]
 
 
-def _from_git(how: dict, workdir: Path) -> Path:
-    clone = os.environ.get(how["clone_variable"])
+def _clone(variable: str, what: str) -> str:
+    """The local git clone an environment variable names (never a path in the project)."""
+    clone = os.environ.get(variable)
     if not clone:
-        raise MirrorError(f"set {how['clone_variable']} to a local git clone that has commit {how['commit']}")
+        raise MirrorError(f"set {variable} to a local git clone that has {what}")
+    return clone
+
+
+def _from_git(how: dict, workdir: Path) -> Path:
+    clone = _clone(how["clone_variable"], f"commit {how['commit']}")
     out = workdir / how["commit"]
     with open(out, "wb") as handle:
         subprocess.run(
@@ -78,14 +84,13 @@ def _from_git_tag(how: dict, workdir: Path) -> Path:
     """A release archive as GitHub serves it for a tag: `git archive` of the tag
     under <repo>-<version>/, gzipped without a name or time stamp (byte for
     byte, as the sha256 check then confirms)."""
-    clone = os.environ.get(how["clone_variable"])
-    if not clone:
-        raise MirrorError(f"set {how['clone_variable']} to a local git clone that has tag {how['tag']}")
+    clone = _clone(how["clone_variable"], f"tag {how['tag']}")
     out = workdir / f"{how['prefix'].rstrip('/')}.tar.gz"
     archive = subprocess.Popen(["git", "-C", clone, "archive", "--format=tar", f"--prefix={how['prefix']}",
                                 how["tag"]], stdout=subprocess.PIPE)
     with open(out, "wb") as handle:
         subprocess.run(["gzip", "-n"], stdin=archive.stdout, stdout=handle, check=True)
+    archive.stdout.close()
     if archive.wait() != 0:
         raise MirrorError(f"{how['clone_variable']}={clone} has no tag {how['tag']}")
     return out
@@ -101,9 +106,7 @@ def _commit_archive(source: dict, how: dict) -> None:
     one top folder (what `spack mirror create` writes); `git archive` of the
     commit, resolved in the clone to exactly that id, is that tree."""
     variable, commit = how["clone_variable"], source["commit"]
-    clone = os.environ.get(variable)
-    if not clone:
-        raise MirrorError(f"set {variable} to a local git clone that has commit {commit}")
+    clone = _clone(variable, f"commit {commit}")
     proc = subprocess.run(["git", "-C", clone, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"],
                           text=True, capture_output=True)
     if proc.returncode != 0 or proc.stdout.strip() != commit:

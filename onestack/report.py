@@ -12,6 +12,7 @@ flavor module (HYDRA_BINDING=core for MPICH).
 `onestack report qe hpl/mkl-mpich` measures a selection (apps or flavors);
 only a run over all of an app's flavors writes its site default."""
 
+import functools
 import json
 import math
 import os
@@ -44,14 +45,37 @@ def latest() -> Path:
     return done[-1]
 
 
-def measure_peak(cores: int) -> dict:
-    """This CPU's floating-point peak, measured: report/fma_peak.c on every core at once."""
+# Samples of the peak, before the runs and again after them.
+PEAK_SAMPLES = 5
+
+
+def measure_peak(cpus: List[int]) -> dict:
+    """This CPU's floating-point peak, measured: report/fma_peak.c on every
+    CPU at once, each process pinned to its own, PEAK_SAMPLES times."""
     with tempfile.TemporaryDirectory() as tmp:
         exe = Path(tmp) / "fma_peak"
         subprocess.run(["gcc", "-O3", "-o", str(exe), str(FMA_PEAK_SOURCE)], check=True)
-        runs = [subprocess.Popen([str(exe)], stdout=subprocess.PIPE, text=True) for _ in range(cores)]
-        lines = [r.communicate()[0].split() for r in runs]
-    return {"gflops": sum(float(line[1]) for line in lines), "isa": lines[0][0], "cores": cores}
+        samples = [_fma_sample(exe, cpus) for _ in range(PEAK_SAMPLES)]
+    return {"isa": samples[0][0], "cores": len(cpus), "samples": [gflops for _, gflops in samples]}
+
+
+def _fma_sample(exe: Path, cpus: List[int]) -> tuple:
+    """One sample: the ISA and the GFLOPS summed over the CPUs."""
+    runs = [subprocess.Popen([str(exe)], stdout=subprocess.PIPE, text=True,
+                             preexec_fn=functools.partial(os.sched_setaffinity, 0, {cpu}))
+            for cpu in cpus]
+    lines = [r.communicate()[0].split() for r in runs]
+    return lines[0][0], sum(float(line[1]) for line in lines)
+
+
+def combined_peak(before: dict, after: dict) -> dict:
+    """The peak is the best sample, before or after the runs: on a virtual
+    machine a CPU is shared with the host, and a sample during which the host
+    took one ran at a fraction of the peak (19.5 of 39.7 GFLOPS was seen),
+    which made HPL look faster than the CPU. The spread shows how often."""
+    samples = before["samples"] + after["samples"]
+    return {**before, "samples": samples, "gflops": max(samples), "min": min(samples),
+            "median": statistics.median(samples)}
 
 
 def _memory_bytes() -> int:
@@ -280,11 +304,12 @@ def make(reduced: bool, only: Optional[List[str]] = None) -> Path:
     repeats, warmup = (1, False) if reduced else (3, True)
     out = reports_dir() / time.strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True)
-    peak = measure_peak(os.cpu_count() or 1)
-    print(f"==> report: measured peak {peak['gflops']:.1f} GFLOPS ({peak['isa']} FMA, {peak['cores']} cores)")
+    cpus = sorted(os.sched_getaffinity(0))
+    before = measure_peak(cpus)
     apps = []
+    everyone = _contestants(published)
     for app in problems.apps():
-        contestants = [c for c in _contestants(published)
+        contestants = [c for c in everyone
                        if (c["module"].startswith(f"{app}/") or c.get("app") == app) and _selected(c, app, only)]
         if not contestants:
             continue
@@ -294,9 +319,7 @@ def make(reduced: bool, only: Optional[List[str]] = None) -> Path:
             results = _measure_case(init, contestants, case, problem, out / "runs" / app / case,
                                     repeats, warmup)
             _ratios(results, problem)
-            charts = [_chart(out, app, case, name, how, results, peak)
-                      for name, how in problem["figures"].items()]
-            cases[case] = {"results": results, "charts": charts, "params": problem["params"],
+            cases[case] = {"results": results, "params": problem["params"],
                            "figures": problem["figures"], "benchmark": bool(problem.get("benchmark_only"))}
         if not cases:
             continue
@@ -307,6 +330,14 @@ def make(reduced: bool, only: Optional[List[str]] = None) -> Path:
         change = adopt_default(app, fastest) if fastest and full else None
         apps.append({"app": app, "cases": cases, "fastest": fastest, "default_change": change,
                      "emulated": emulated})
+    peak = combined_peak(before, measure_peak(cpus))
+    print(f"==> report: measured peak {peak['gflops']:.1f} GFLOPS ({peak['isa']} FMA, {peak['cores']} cores; "
+          f"{len(peak['samples'])} samples before and after the runs: median {peak['median']:.1f}, "
+          f"min {peak['min']:.1f})")
+    for a in apps:
+        for case, measured in a["cases"].items():
+            measured["charts"] = [_chart(out, a["app"], case, name, how, measured["results"], peak)
+                                  for name, how in measured["figures"].items()]
     goals = _goals(apps, peak)
     html = jinja2.Template(TEMPLATE.read_text(), undefined=jinja2.StrictUndefined).render(
         apps=apps, peak=peak, goals=goals, reduced=reduced, repeats=repeats, warmup=warmup,
@@ -372,10 +403,7 @@ def _goals(apps: List[dict], peak: dict) -> List[dict]:
         flavors_only = [gflops[r["name"]] for r in results if r["kind"] == "flavor"]
         refs = [gflops[r["name"]] for r in results if r["kind"] == "reference"]
         if flavors_only:
-            share = max(flavors_only) / peak["gflops"]
-            goals.append({"goal": "best HPL >= 90% of measured peak",
-                          "figure": f"{max(flavors_only):.1f} of {peak['gflops']:.1f} GFLOPS = {share:.0%}",
-                          "verdict": "met" if share >= 0.9 else "MISSED"})
+            goals.append(peak_goal(max(flavors_only), max(r["figures"]["hpl_gflops"]["max"] for r in results), peak))
         if flavors_only and refs:
             slower = max(flavors_only) / refs[0]
             goals.append({"goal": "Netlib baseline >= 5x slower than the best flavor",
@@ -384,6 +412,19 @@ def _goals(apps: List[dict], peak: dict) -> List[dict]:
     goals += [g for g in map(_emulated_goal, apps) if g]
     goals.append(_baseline_goal(next((a for a in apps if a["app"] == "qe"), None)))
     return goals
+
+
+def peak_goal(best: float, fastest_run: float, peak: dict) -> dict:
+    """Best HPL against the measured peak; not judged when any HPL run beat
+    the peak, as then the peak is what was mismeasured."""
+    goal = "best HPL >= 90% of measured peak"
+    share = best / peak["gflops"]
+    figure = f"{best:.1f} of {peak['gflops']:.1f} GFLOPS = {share:.0%}"
+    if fastest_run > peak["gflops"]:
+        return {"goal": goal, "figure": figure,
+                "verdict": f"not judged: an HPL run reached {fastest_run:.1f} GFLOPS, above the measured peak "
+                           f"(samples {peak['min']:.1f}-{peak['gflops']:.1f}): the peak was measured on a busy CPU"}
+    return {"goal": goal, "figure": figure, "verdict": "met" if share >= 0.9 else "MISSED"}
 
 
 def _native_goal(app: dict) -> Optional[dict]:

@@ -261,6 +261,40 @@ def _fastest(cases: Dict[str, dict]) -> Optional[str]:
     return min(by_flavor, key=lambda k: statistics.geometric_mean(by_flavor[k]))
 
 
+def clearly_faster(challenger: str, default: str, cases: Dict[str, dict]) -> bool:
+    """Whether a flavor beats the current default beyond the spread of the
+    runs: on every figure of the cases, its worst run is better than the
+    default's best. The flavors of one application are often within a few
+    percent of each other, less than a shared virtual CPU's run-to-run
+    spread, and a default must not flip with the noise. A default that was
+    not measured (not built here) is beaten by any measured flavor."""
+    if challenger == default:
+        return False
+    pairs = []
+    for case in cases.values():
+        by_name = {r["name"]: r for r in case["results"]}
+        for name, how in case["figures"].items():
+            new, old = (by_name.get(n, {}).get("figures", {}).get(name) for n in (challenger, default))
+            if old is None:
+                continue
+            higher = how["better"] == "higher"
+            pairs.append(new is not None and (new["min"] > old["max"] if higher else new["max"] < old["min"]))
+    return all(pairs)
+
+
+def _default_note(fastest: Optional[str], default: str, beyond_noise: bool, change: Optional[str]) -> str:
+    """What the run did to the application's default, in words."""
+    if fastest is None:
+        return "no flavor measured"
+    if change:
+        return f"written as the site default: {change}; review and commit"
+    if fastest == default:
+        return "already the site default"
+    if not beyond_noise:
+        return f"not beyond the spread of the runs of the default {default}, which stays"
+    return f"faster than the default {default}, but only a full run over all flavors may change it"
+
+
 def adopt_default(app: str, module: str) -> Optional[str]:
     """Write the fastest flavor as the app's default_flavor in its environment
     file (in the working tree, for review in a commit); returns the change."""
@@ -325,11 +359,13 @@ def make(reduced: bool, only: Optional[List[str]] = None) -> Path:
             continue
         emulated = [] if reduced else _emulated(init, contestants, app, out / "emulated")
         fastest = _fastest(_headline(cases))
+        default = next(f.module_name for f in flavors.load() if f.app.module == app and f.is_default)
+        beyond_noise = fastest is not None and clearly_faster(fastest, default, _headline(cases))
         # Only a full run over all of an app's flavors may name its default.
         full = not reduced and (not only or app in only)
-        change = adopt_default(app, fastest) if fastest and full else None
+        change = adopt_default(app, fastest) if beyond_noise and full else None
         apps.append({"app": app, "cases": cases, "fastest": fastest, "default_change": change,
-                     "emulated": emulated})
+                     "default_note": _default_note(fastest, default, beyond_noise, change), "emulated": emulated})
     peak = combined_peak(before, measure_peak(cpus))
     print(f"==> report: measured peak {peak['gflops']:.1f} GFLOPS ({peak['isa']} FMA, {peak['cores']} cores; "
           f"{len(peak['samples'])} samples before and after the runs: median {peak['median']:.1f}, "
@@ -347,8 +383,7 @@ def make(reduced: bool, only: Optional[List[str]] = None) -> Path:
     for goal in goals:
         print(f"==> report: goal {goal['goal']}: {goal['figure']} {goal['verdict']}")
     for a in apps:
-        print(f"==> report: fastest {a['app']} flavor: {a['fastest']}"
-              + (f" (written: {a['default_change']}; review and commit)" if a["default_change"] else ""))
+        print(f"==> report: fastest {a['app']} flavor: {a['fastest']} ({a['default_note']})")
     print(f"==> report: {out / 'index.html'}")
     return out
 

@@ -40,3 +40,22 @@ def test_the_peak_goal_is_not_judged_when_hpl_outruns_the_measured_peak():
     assert goal["verdict"].startswith("not judged"), goal
     goal = report.peak_goal(31.7, 32.3, report.combined_peak(disturbed, {"samples": [39.7, 39.2]}))
     assert goal["verdict"] == "MISSED" and goal["figure"].endswith("= 80%"), goal
+
+
+def _two_flavors(better: str, a: dict, b: dict) -> dict:
+    return {"case": {"figures": {"figure": {"better": better}},
+                     "results": [{"name": "app/a", "figures": {"figure": a}}, {"name": "app/b", "figures": {"figure": b}}]}}
+
+
+def test_the_default_changes_only_for_a_flavor_faster_beyond_the_spread():
+    """This host's full report (3 runs each): hpl/openblas-mvapich2 33.5
+    [31.0-33.7] GFLOPS against the default hpl/mkl-mpich's 30.2 [27.2-31.1]
+    is a lead within the noise, and the default stays."""
+    overlapping = _two_flavors("higher", {"min": 31.0, "max": 33.7}, {"min": 27.2, "max": 31.1})
+    assert not report.clearly_faster("app/a", "app/b", overlapping)
+    apart = _two_flavors("higher", {"min": 31.2, "max": 33.7}, {"min": 27.2, "max": 31.1})
+    assert report.clearly_faster("app/a", "app/b", apart)
+    assert not report.clearly_faster("app/b", "app/a", apart)
+    assert report.clearly_faster("app/a", "app/unbuilt", apart), "a default not measured here is no yardstick"
+    times = _two_flavors("lower", {"min": 31.8, "max": 32.9}, {"min": 33.0, "max": 33.8})
+    assert report.clearly_faster("app/a", "app/b", times) and not report.clearly_faster("app/b", "app/a", times)

@@ -292,7 +292,7 @@ def _default_note(fastest: Optional[str], default: str, beyond_noise: bool, chan
         return "already the site default"
     if not beyond_noise:
         return f"not beyond the spread of the runs of the default {default}, which stays"
-    return f"faster than the default {default}, but only a full run over all flavors may change it"
+    return f"ahead of the default {default} in this run; only a full run over all flavors may change it"
 
 
 def adopt_default(app: str, module: str) -> Optional[str]:

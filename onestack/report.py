@@ -10,7 +10,8 @@ median and the spread (min-max) are shown; ranks are bound to cores by the
 flavor module (HYDRA_BINDING=core for MPICH).
 
 `onestack report qe hpl/mkl-mpich` measures a selection (apps or flavors);
-only a run over all of an app's flavors writes its site default."""
+only a run over all of an app's flavors writes its site default, and only
+for a flavor faster than the current default beyond the spread of the runs."""
 
 import functools
 import json

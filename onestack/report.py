@@ -242,7 +242,9 @@ def _chart(out: Path, app: str, case: str, name: str, how: dict, results: List[d
     import matplotlib.pyplot as plt
 
     rows = [r for r in results if name in r.get("figures", {})]
-    labels = [r["label"].replace(" (", "\n(") for r in rows]
+    # The title names the application: the bars need only the flavor (long
+    # names such as hpl/openblas-mvapich2 ran into each other).
+    labels = [r["label"].removeprefix(f"{app}/").replace(" (", "\n(") for r in rows]
     medians = [r["figures"][name]["median"] for r in rows]
     spread = [[m - r["figures"][name]["min"] for m, r in zip(medians, rows)],
               [r["figures"][name]["max"] - m for m, r in zip(medians, rows)]]

@@ -93,7 +93,7 @@ def test_a_cpu_below_the_baseline_is_refused_and_nothing_runs(stack, tmp_path):
     refused = qemu(BELOW_BASELINE_CPU, stack.entry, marker)
     assert refused.returncode == EXIT_BELOW_BASELINE
     assert refused.stderr == (f"onestack: {PROGRAM} cannot run on this CPU: it is x86-64 (v1), below the stack's "
-                              "baseline x86-64-v2 (it lacks CMPXCHG16B, POPCNT, SSE4.1, SSE4.2); run it on a newer node\n")
+                              "baseline x86-64-v2 (it lacks CMPXCHG16B, POPCNT, SSE4.1, SSE4.2); use a node with a newer CPU\n")
     assert refused.stdout == "" and not marker.exists()
     check = qemu(BELOW_BASELINE_CPU, stack.bin / tree.CHECK_NAME)
     assert check.returncode == EXIT_BELOW_BASELINE and "below the stack's baseline x86-64-v2" in check.stderr

@@ -32,7 +32,7 @@ class OnestackDispatch(Package):
     homepage = "https://gitlab.com/x86-psABIs/x86-64-ABI"
     url = pathlib.Path(__file__).parent.joinpath(SOURCE).as_uri()
 
-    version("1.0", sha256="ef6ecc67c9691b06b0881e006efd2515ff27e2d0284ff567681c0cd1b1d32def", expand=False)
+    version("1.0", sha256="be10106b4ecf5225d5c405201fcb9d0963f41521822752cc468e387c7daa7300", expand=False)
 
     depends_on("c", type="build")
 

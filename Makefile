@@ -1,16 +1,23 @@
 # onestack: the two commands of the README are `make stack` and `make test`.
-# Each sets up what it needs first (`make setup`), idempotently.
+# Each sets up what it needs first, idempotently.
 SHELL := /bin/bash
 ONESTACK := bin/onestack
 # Which flavors to build, e.g. FLAVORS="qe/openblas-mpich";
 # empty = the `build` list of each environments/<app>.yaml.
 FLAVORS ?=
 PYTEST_ARGS ?=
+export PYTEST_ARGS
 
-.PHONY: setup mirror stack stack-for-tests test flavors where rollback bench-modules report report-path images where-images check audit ci-generate
+.PHONY: setup venv mirror stack test test-fast flavors where rollback bench-modules report report-path images \
+	where-images push-images check audit ci-generate
 
-setup:
+# The virtualenv alone: all the fast tier needs (no Spack, no Lmod, no apt).
+venv:
+	@bash setup/venv.sh
+
+setup: venv
 	@bash setup/apt.sh
+	@bash setup/apptainer.sh
 	@bash setup/spack.sh
 	@bash setup/node.sh
 	@$(ONESTACK) site
@@ -24,17 +31,15 @@ stack: setup
 	@$(ONESTACK) build $(FLAVORS)
 	@$(ONESTACK) publish
 
-# What the tests need: each app's ci_build list (a fresh machine builds only
-# that, within CI's budget); every built flavor of the build lists is published
-# and tested.
-stack-for-tests: setup
-	@$(ONESTACK) build --ci
-	@$(ONESTACK) publish
+# The fast tier: every data file, bad input, rendering, report arithmetic and
+# problem checks on recorded outputs, in under a minute.
+test-fast: venv
+	@. setup/env.sh && "$$ONESTACK_VENV/bin/python" -m pytest -q tests/fast
 
-# The flavor table follows the tests (it shows their outcomes); the exit code is pytest's.
-test: stack-for-tests
-	@. setup/env.sh && "$$ONESTACK_VENV/bin/python" -m pytest $(PYTEST_ARGS); rc=$$?; \
-	  echo; $(ONESTACK) flavors; exit $$rc
+# Everything, stage by stage with each stage's time (tests/run.sh): the fast
+# tier, set-up, each app's ci_build list, publish, the tests of every built flavor.
+test:
+	@bash tests/run.sh
 
 flavors: setup
 	@$(ONESTACK) flavors
@@ -61,6 +66,11 @@ images: stack
 
 where-images:
 	@$(ONESTACK) where-images
+
+# Every built image into the site's registry (ONESTACK_REGISTRY, _USER,
+# _PASSWORD, ONESTACK_IMAGE_TAG: onestack/images/push.py), signed.
+push-images: setup
+	@$(ONESTACK) push-images
 
 # The test problems of FLAVORS (default: the build lists) through their modules.
 check: setup

@@ -10,7 +10,9 @@ from typing import List
 
 import yaml
 
-from onestack import flavors, paths, site, spack
+from onestack import paths, spack
+from onestack.spack import scope
+from onestack.stack.flavors import Flavor
 
 PIPELINE_FILE = paths.REPO / ".gitlab-ci.yml"
 SPACK_CI_SCOPE = paths.REPO / "ci" / "spack"
@@ -27,14 +29,14 @@ def out_dir() -> Path:
 def buildcache_url() -> str:
     """Where build jobs push: ONESTACK_BUILDCACHE_URL (a site's S3 or OCI
     buildcache, set as a CI variable), else this host's site buildcache."""
-    return os.environ.get("ONESTACK_BUILDCACHE_URL") or f"file://{site.buildcache_dir()}"
+    return os.environ.get("ONESTACK_BUILDCACHE_URL") or f"file://{scope.buildcache_dir()}"
 
 
 def _destination_scope() -> Path:
     """Spack's CI pushes to the mirror named buildcache-destination."""
     scope = out_dir() / "scope"
     scope.mkdir(parents=True, exist_ok=True)
-    mirror = {"url": buildcache_url(), "signed": site.buildcache_signed(), "source": False}
+    mirror = {"url": buildcache_url(), "signed": scope.buildcache_signed(), "source": False}
     (scope / "mirrors.yaml").write_text(yaml.safe_dump({"mirrors": {"buildcache-destination": mirror}}))
     return scope
 
@@ -71,7 +73,7 @@ def _build_pipeline(full_rebuild: bool) -> Path:
     return out
 
 
-def _test_pipeline(selected: List[flavors.Flavor]) -> Path:
+def _test_pipeline(selected: List[Flavor]) -> Path:
     """One job per published flavor: its test problems through `module load`."""
     jobs = {
         f"test {f.module_name}": {
@@ -87,7 +89,7 @@ def _test_pipeline(selected: List[flavors.Flavor]) -> Path:
     return out
 
 
-def generate(selected: List[flavors.Flavor], full_rebuild: bool) -> List[Path]:
+def generate(selected: List[Flavor], full_rebuild: bool) -> List[Path]:
     out_dir().mkdir(parents=True, exist_ok=True)
     files = [_build_pipeline(full_rebuild), _test_pipeline(selected)]
     validate(*files)

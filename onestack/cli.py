@@ -1,36 +1,67 @@
 """onestack's command line; the Makefile is its front door (see README.md)."""
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
-from onestack import ci, containers, flavors, lmod, mirror, paths, problems, publish, report, sif, site, spack, status
+from onestack import ci, data, paths, problems, render, report, spack, stack, status
+from onestack.images import ImageError, apptainer, keys
+from onestack.images import flavor as images
+from onestack.images import push
+from onestack.modules import dispatch, lmod, publish
+from onestack.spack import environment, mirror, scope
 
 
-def _selected(args) -> list:
-    return flavors.select(flavors.load(), args.flavors, ci=getattr(args, "ci", False))
+def _selected(args):
+    return stack.load().select(args.flavors, ci=getattr(args, "ci", False))
 
 
 def cmd_render(args) -> None:
-    out = flavors.render(_selected(args))
+    out = environment.render(_selected(args))
     print(f"==> render: {out.relative_to(paths.REPO)}")
 
 
 def cmd_site(args) -> None:
+    """Set-up of this machine for the selected site: its data checked, the
+    sources a rebuild needs listed (an offline machine missing one stops
+    here), Spack's site scope (mirrors, externals, vendor libraries)."""
+    matrix = stack.load()
+    print(f"==> site: {matrix.site.name} ({data.location(matrix.site.file)}): {matrix.site.description}")
+    print(f"==> site: prefix {paths.prefix()}, fabric {matrix.site.fabric}")
+    _check_prefix(paths.prefix())
+    mirror.check_obtainable(offline=os.environ.get("ONESTACK_OFFLINE") == "1")
     # spack.yaml includes the rendered flavors: a fresh checkout has none yet,
     # and Spack refuses the environment (even for `external find`) without them.
     if not (paths.generated_dir() / "flavors.yaml").is_file():
-        flavors.render(flavors.load())
-    site.write_mirror_config()
-    site.detect_externals()
-    site.install_vendors()
+        environment.render(matrix.select())
+    scope.write_mirror_config()
+    scope.detect_externals()
+    scope.install_vendors()
+    # The site's image signing key: the one configured (ONESTACK_SIGNING_KEY), else a new one, kept outside the repository.
+    print(f"==> site: image signing key {keys.ensure_site_key(apptainer.find(keys.signing_env()))}")
+
+
+def _check_prefix(prefix: Path) -> None:
+    """The prefix must be ours to write (made here when missing), and every
+    user must be able to reach it: a tree under a private home is not."""
+    try:
+        prefix.mkdir(parents=True, exist_ok=True)
+    except PermissionError:
+        raise paths.SetupError(f"cannot create the prefix {prefix} (the site's `prefix`): create it for this "
+                               "user, or set ONESTACK_PREFIX to a folder of yours") from None
+    if not os.access(prefix, os.W_OK):
+        raise paths.SetupError(f"the prefix {prefix} is not writable by this user: set ONESTACK_PREFIX")
+    closed = [p for p in [prefix, *prefix.parents] if not p.stat().st_mode & 0o001]
+    if closed:
+        print(f"==> site: warning: {closed[0]} is not searchable by other users: they cannot load these modules")
 
 
 def _concretize(args) -> None:
     """Render the selected flavors and concretize what is new among them."""
-    flavors.render(_selected(args))
+    environment.render(_selected(args), ci=getattr(args, "ci", False))
     spack.concretize()
 
 
@@ -53,13 +84,17 @@ def cmd_publish(args) -> None:
 
 
 def cmd_images(args) -> None:
-    """SIF images of the published, built flavors (containers/images.yaml)."""
+    """Signed SIF images of the published, built flavors (containers/)."""
     # The environment keeps every flavor of the build lists (as publish
     # leaves it): an image of one flavor must not narrow what Spack sees.
-    flavors.render(flavors.select(flavors.load()))
+    environment.render(stack.load().select())
     spack.concretize()
-    for image in containers.build(_selected(args)):
+    for image in images.build_all(_selected(args)):
         print(f"==> images: {image}")
+
+
+def cmd_push_images(args) -> None:
+    push.push_all()
 
 
 def cmd_check(args) -> None:
@@ -69,7 +104,8 @@ def cmd_check(args) -> None:
     for flavor in (f for f in _selected(args) if f.published):
         for case, problem in problems.load(flavor.app.module).items():
             with tempfile.TemporaryDirectory() as tmp:
-                checks = problems.run(publish.init_script(), flavor.module_name, problem, Path(tmp))
+                checks = problems.run(problem, problems.How(modules=(flavor.module_name,)), Path(tmp),
+                                      publish.init_script())
             print(f"{flavor.module_name} {case}:\n" + "\n".join(f"  {c}" for c in checks))
             if not all(c.passed for c in checks):
                 failed.append(f"{flavor.module_name} {case}")
@@ -77,14 +113,23 @@ def cmd_check(args) -> None:
         raise problems.ProblemError(f"failed: {', '.join(failed)}")
 
 
+def cmd_record_outputs(args) -> None:
+    """The fast tier's recorded outputs (tests/fast/recorded/), from real runs."""
+    from onestack.problems import recorded
+
+    release = publish.current_release()
+    recorded.record(release / "init" / "bash", publish.release_manifest(release)["flavors"])
+
+
 def cmd_audit(args) -> None:
-    """What a pipeline checks first: the stack's data against its schema and
+    """What a pipeline checks first: the stack's data against its schemas and
     cross-references, the site recipes (spack audit), the pipeline file."""
-    every = flavors.load()
-    containers.config()
-    print(f"==> audit: {len(every)} flavors of {len({f.app.module for f in every})} applications valid")
-    flavors.render(flavors.select(every))  # the environment Spack audits includes it
-    spack.run("audit", "packages", *sorted({f.app.package for f in every}))
+    checked = stack.check_all()
+    matrix = stack.load()
+    print(f"==> audit: {checked['documents']} data files valid against schemas/; {checked['flavors']} flavors, "
+          f"{checked['problems']} test problems, {checked['goals']} report goals for site {matrix.site.name}")
+    environment.render(matrix.select())  # the environment Spack audits includes it
+    spack.run("audit", "packages", *sorted({f.app.package for f in matrix.flavors}))
     ci.validate(ci.PIPELINE_FILE)
     print(f"==> audit: {ci.PIPELINE_FILE.name} valid (GitLab's schema)")
 
@@ -96,12 +141,12 @@ def cmd_ci_generate(args) -> None:
 
 
 def cmd_where_images(args) -> None:
-    print(containers.images_dir())
+    print(images.images_dir())
 
 
 def cmd_flavors(args) -> None:
     """The flavor status table (every cell of every application)."""
-    status.print_table(status.rows(flavors.load()))
+    status.print_table(status.rows(list(stack.load().flavors)))
 
 
 def cmd_where(args) -> None:
@@ -118,12 +163,12 @@ def cmd_bench_modules(args) -> None:
     init = publish.current_release() / "init" / "bash"
     module = _selected(args)[0].module_name
     print(f"{'command':34} {'spider cache':>12} {'median ms':>10} {'min-max ms':>14}  goal")
-    for command, goal in (("module avail", 50), (f"module load {module}", 100)):
+    for command, goal in (("avail", 50), (f"load {module}", 100)):
         for use_cache in (True, False):
             times = sorted(lmod.time_command(init, command, runs=10, use_cache=use_cache))
             median = statistics.median(times)
             verdict = "met" if median < goal else "MISSED"
-            print(f"{command:34} {'with' if use_cache else 'without':>12} {median:10.1f} "
+            print(f"{'module ' + command:34} {'with' if use_cache else 'without':>12} {median:10.1f} "
                   f"{times[0]:6.1f}-{times[-1]:<6.1f}  < {goal} ms {verdict}")
 
 
@@ -140,18 +185,19 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     offline = ("--offline", "a source missing from the mirror is an error, not a download")
     commands = [
-        ("render", cmd_render, "validate environments/*.yaml and render .generated/flavors.yaml", []),
-        ("site", cmd_site, "detect this machine's externals and lay out vendor libraries", []),
+        ("render", cmd_render, "validate the stack's data and render .generated/flavors.yaml", []),
+        ("site", cmd_site, "set up this machine for the selected site: sources, externals, vendor libraries", []),
         ("mirror", cmd_mirror, "fill the offline source mirror (verified by sha256)",
          [offline, ("--rebuild", "also the sources of installed specs (for a rebuild from scratch)")]),
         ("build", cmd_build, "concretize and install the selected flavors", [
             offline, ("--ci", "only each app's ci_build list (what `make test` needs on a fresh machine)")]),
         ("publish", cmd_publish, "generate a new module tree release of the built flavors and make it live",
          [("--force", "generate a new release even if nothing changed")]),
-        ("images", cmd_images, "build the SIF image of each selected published flavor (Singularity.def from "
-         "spack containerize)", []),
+        ("images", cmd_images, "build and sign the SIF image of each selected published flavor", []),
+        ("push-images", cmd_push_images, "push every built image to the site's registry (ONESTACK_REGISTRY...)", []),
         ("check", cmd_check, "run the test problems of the selected published flavors through their modules", []),
         ("audit", cmd_audit, "validate the stack's data, site recipes and pipeline file", []),
+        ("record-outputs", cmd_record_outputs, "record one run of every test problem for the fast tier", []),
         ("ci-generate", cmd_ci_generate, "write the build (spack ci generate) and test child pipelines",
          [("--full-rebuild", "a job for every spec, even those already in the buildcache (schedules, tags)")]),
         ("where-images", cmd_where_images, "print the folder of the SIF images", []),
@@ -172,11 +218,12 @@ def main(argv=None) -> int:
             p.add_argument(flag, action="store_true", help=flag_help)
     args = parser.parse_args(argv)
     try:
+        # Spack reads the install tree from spack.yaml's $ONESTACK_PREFIX: the site's, unless set.
+        os.environ["ONESTACK_PREFIX"] = str(paths.prefix())
         args.func(args)
-    except (flavors.InputError, mirror.MirrorError, spack.SpackError, publish.PublishError,
-            lmod.LmodError, paths.SetupError, containers.ContainerError, sif.SifError, ci.CiError,
-            problems.ProblemError,
-            FileNotFoundError) as err:
+    except (data.InputError, mirror.MirrorError, spack.SpackError, publish.PublishError, dispatch.DispatchError,
+            lmod.LmodError, paths.SetupError, ImageError, render.Refused, ci.CiError,
+            problems.ProblemError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     return 0

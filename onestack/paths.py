@@ -1,4 +1,5 @@
-"""Where things are: the repository, and the locations setup/env.sh exports."""
+"""Where things are: the repository, its data, the selected site, and the
+locations setup/env.sh exports (everything big lives outside the repository)."""
 
 import os
 from pathlib import Path
@@ -17,9 +18,22 @@ def _from_env(name: str) -> Path:
     return Path(value)
 
 
+def data_root() -> Path:
+    """Where the stack's data files are (environments/, setup/, sites/,
+    tests/problems/, ...): the repository, or ONESTACK_DATA_ROOT (the
+    bad-input tests point it at an edited copy)."""
+    return Path(os.environ.get("ONESTACK_DATA_ROOT", REPO))
+
+
 def environments_dir() -> Path:
-    """The flavor data; ONESTACK_ENVIRONMENTS points elsewhere (tests do)."""
-    return Path(os.environ.get("ONESTACK_ENVIRONMENTS", REPO / "environments"))
+    return data_root() / "environments"
+
+
+def site_dir() -> Path:
+    """The selected site's folder: ONESTACK_SITE names one under sites/, or
+    is a path (a center may keep its site folder in a repository of its own)."""
+    name = os.environ.get("ONESTACK_SITE", "default")
+    return Path(name) if "/" in name else data_root() / "sites" / name
 
 
 def generated_dir() -> Path:
@@ -28,7 +42,12 @@ def generated_dir() -> Path:
 
 
 def prefix() -> Path:
-    return _from_env("ONESTACK_PREFIX")
+    """The install tree, module releases and images: ONESTACK_PREFIX, else the site's."""
+    if os.environ.get("ONESTACK_PREFIX"):
+        return Path(os.environ["ONESTACK_PREFIX"])
+    from onestack.stack import site  # the site file is data: validated where it is read
+
+    return site.load().prefix
 
 
 def cache() -> Path:
@@ -37,6 +56,11 @@ def cache() -> Path:
 
 def spack_root() -> Path:
     return _from_env("SPACK_ROOT")
+
+
+def spack_packages() -> Path:
+    """The pinned clone of Spack's builtin packages."""
+    return _from_env("ONESTACK_SPACK_PACKAGES")
 
 
 def site_scope() -> Path:
@@ -60,12 +84,9 @@ def modules_root() -> Path:
 
 
 def _host_cpu():
-    """This machine's CPU from the archspec vendored in the pinned Spack, so
-    that its names are the ones Spack accepts."""
-    import sys
-
-    sys.path.insert(0, str(spack_root() / "lib" / "spack"))
-    from spack.vendor.archspec import cpu  # noqa: E402
+    """This machine's CPU by archspec, the version the pinned Spack vendors
+    (setup/requirements.txt), so that its names are the ones Spack accepts."""
+    from archspec import cpu
 
     return cpu.host()
 
@@ -80,4 +101,3 @@ def host_x86_64_level() -> str:
     Haswell, v4 with AVX-512)."""
     host = _host_cpu()
     return max(t.name.removeprefix("x86_64_") for t in [host, *host.ancestors] if t.name.startswith("x86_64_v"))
-

@@ -35,10 +35,21 @@ class Cluster:
     def conf(self) -> Path:
         return self.workdir / "slurm.conf"
 
-    def command(self, *argv: str) -> subprocess.CompletedProcess:
+    def command(self, *argv: str, timeout: float = 1800) -> subprocess.CompletedProcess:
         """A Slurm command in a clean environment, as a user's login shell runs it."""
         env = {"HOME": os.environ.get("HOME", "/"), "PATH": "/usr/bin:/bin", "SLURM_CONF": str(self.conf)}
-        return subprocess.run(argv, env=env, text=True, capture_output=True)
+        return subprocess.run(argv, env=env, text=True, capture_output=True, timeout=timeout)
+
+    def submitter(self, ranks: int, nodes: int = 1):
+        """A batch job as users write one (the script loads its module
+        itself), for onestack.problems.execute: submitted with sbatch,
+        waited for; its exit code and its output file."""
+        def submit(script: Path):
+            out = script.with_suffix(".out")
+            proc = self.command("sbatch", "--wait", f"--nodes={nodes}", f"--ntasks={ranks}", f"--output={out}",
+                                str(script))
+            return proc.returncode, (out.read_text() if out.exists() else "") + proc.stderr
+        return submit
 
 
 def _free_port() -> int:

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Dict, List
 
-from onestack import flavors, paths, problems, spack
-from onestack.flavors import Flavor
+from onestack import paths, problems, spack, stack
+from onestack.stack.flavors import Flavor
 
 
 def results_dir() -> Path:
@@ -22,15 +22,11 @@ def record_result(module: str, case: str, passed: bool, checks: List[str]) -> No
 
 
 def declared_compilers(every: List[Flavor]) -> Dict[str, dict]:
-    """Spack `packages:` externals of the compilers absent here, as
+    """Spack `packages:` externals of the compilers the site lacks, as
     components.yaml declares them (site_external), by flavor compiler."""
-    compilers = flavors.load_components(paths.environments_dir())["compilers"]
-    declared = {}
-    for name in {f.compiler for f in every if f.unavailable}:
-        external = compilers[name].get("site_external")
-        if external:
-            declared[name] = external
-    return declared
+    matrix = stack.load()
+    absent = {f.compiler for f in every if matrix.site.why_unavailable("compilers", f.compiler)}
+    return {name: matrix.components["compilers"][name]["site_external"] for name in absent}
 
 
 def concretize_cells(every: List[Flavor]) -> Dict[str, dict]:
@@ -43,11 +39,11 @@ def concretize_cells(every: List[Flavor]) -> Dict[str, dict]:
         return _with_install_state(json.loads(cache.read_text()))
     print(f"==> flavors: concretizing {len(every)} cells, each on its own", flush=True)
     declared = declared_compilers(every)
-    present = [f.spack_spec() for f in every if f.compiler not in declared]
+    present = [f.spack_spec for f in every if f.compiler not in declared]
     result = spack.query("concretize_each", json.dumps(present))
     if declared:
         packages = {external["spec"].split("@")[0]: {"externals": [external]} for external in declared.values()}
-        absent = [f.spack_spec() for f in every if f.compiler in declared]
+        absent = [f.spack_spec for f in every if f.compiler in declared]
         result.update(spack.query("concretize_each", json.dumps(absent), json.dumps({"packages": packages})))
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps(result))
@@ -81,12 +77,12 @@ def rows(every: List[Flavor]) -> List[dict]:
     declared = declared_compilers(every)
     table = []
     for flavor in every:
-        cell = cells[flavor.spack_spec()]
+        cell = cells[flavor.spack_spec]
         built = cell.get("installed", False)
         if not cell["ok"]:
             note = f"does not concretize: {cell['error']}"
         elif flavor.unavailable:
-            note = f"concretized only: {'; '.join(flavor.unavailable)}"
+            note = f"concretized only: {'; '.join(flavor.unavailable)} (site {stack.load().site.name})"
             if flavor.compiler in declared:
                 note += f" (concretized against compilers.{flavor.compiler}.site_external of components.yaml)"
         elif not built and flavor.name in flavor.app.build:

@@ -48,3 +48,12 @@ if [ -e /usr/bin/mpicc.mpich ]; then
   as_root update-alternatives --quiet --set mpi /usr/bin/mpicc.mpich
   as_root update-alternatives --quiet --set mpirun /usr/bin/mpirun.mpich
 fi
+
+# docker-registry's package enables and starts a system registry on :5000; the
+# tests start their own on loopback, so the system one is switched off.
+if [ -d /run/systemd/system ] && [ -e /lib/systemd/system/docker-registry.service ]; then
+  as_root systemctl disable --now docker-registry.service >/dev/null 2>&1 || true
+elif [ -x /etc/init.d/docker-registry ]; then
+  as_root update-rc.d docker-registry disable >/dev/null 2>&1 || true
+  as_root invoke-rc.d docker-registry stop >/dev/null 2>&1 || true
+fi

@@ -2,7 +2,8 @@
 # Everything big lives outside the repository so that repeated runs (and CI on
 # the same machine) reuse it: Spack clones, the virtualenv, the install tree.
 : "${ONESTACK_CACHE:=${XDG_CACHE_HOME:-$HOME/.cache}/onestack}"   # clones, venv, mirror, source cache
-: "${ONESTACK_PREFIX:=${XDG_DATA_HOME:-$HOME/.local/share}/onestack}" # install tree + published module trees
+# ONESTACK_PREFIX (install tree, module releases, images) is the selected
+# site's `prefix` (sites/<site>/site.yaml) unless set here, e.g. by tests.
 ONESTACK_VENV=$ONESTACK_CACHE/venv
 ONESTACK_SITE_SCOPE=$ONESTACK_CACHE/site-scope    # this machine's detected externals and mirror
 : "${ONESTACK_MIRROR:=$ONESTACK_CACHE/source-mirror}"       # verified source tarballs, by content address
@@ -19,4 +20,4 @@ ONESTACK_NPM_PREFIX=$ONESTACK_CACHE/npm                  # gitlab-ci-local, for 
 export SPACK_USER_CONFIG_PATH=$ONESTACK_CACHE/spack-user-config
 export SPACK_USER_CACHE_PATH=$ONESTACK_CACHE/spack-user-cache
 export SPACK_PYTHON=$ONESTACK_VENV/bin/python
-export ONESTACK_NPM_PREFIX ONESTACK_CACHE ONESTACK_PREFIX ONESTACK_VENV ONESTACK_SITE_SCOPE ONESTACK_MIRROR ONESTACK_SOURCE_CACHE ONESTACK_BUILD_STAGE SPACK_ROOT ONESTACK_SPACK_PACKAGES
+export ONESTACK_NPM_PREFIX ONESTACK_CACHE ONESTACK_VENV ONESTACK_SITE_SCOPE ONESTACK_MIRROR ONESTACK_SOURCE_CACHE ONESTACK_BUILD_STAGE SPACK_ROOT ONESTACK_SPACK_PACKAGES

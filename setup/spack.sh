@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Provides the pinned Spack and builtin package repo, and the virtualenv that
-# runs Spack (with clingo from PyPI, so Spack never bootstraps from the network).
+# Provides the pinned Spack and builtin package repo (setup/venv.sh makes the
+# virtualenv that runs it).
 # Order: SPACK_ROOT if set, else a cached clone, else a clone from
 # ONESTACK_SPACK_URL. Whatever is found must be at the pinned commit.
 set -euo pipefail
@@ -37,16 +37,3 @@ clone_pinned() {
 
 clone_pinned "$SPACK_ROOT" "$ONESTACK_SPACK_URL" "$SPACK_COMMIT" spack
 clone_pinned "$ONESTACK_SPACK_PACKAGES" "$ONESTACK_SPACK_PACKAGES_URL" "$SPACK_PACKAGES_COMMIT" spack_packages
-
-if [ ! -x "$ONESTACK_VENV/bin/python" ]; then
-  echo "==> venv: creating $ONESTACK_VENV"
-  python3 -m venv "$ONESTACK_VENV"
-fi
-stamp=$ONESTACK_VENV/.requirements
-if ! cmp -s "$here/requirements.txt" "$stamp"; then
-  echo "==> venv: installing setup/requirements.txt"
-  "$ONESTACK_VENV/bin/pip" install --quiet --disable-pip-version-check -r "$here/requirements.txt"
-  cp "$here/requirements.txt" "$stamp"
-else
-  echo "==> venv: requirements up to date"
-fi

@@ -7,13 +7,13 @@ payload runs under bubblewrap the way Apptainer runs it (onestack/sif.py)."""
 import json
 import os
 import re
-import shlex
 import subprocess
 
 import pytest
 
 from conftest import onestack
-from onestack import containers, flavors, lmod, problems, publish, sif
+from onestack import containers, data, problems, sif, stack
+from onestack.modules import lmod, publish
 
 FLAVOR = "qe/openblas-mpich"
 PROBLEM = "pw_scf-ncpp"
@@ -21,7 +21,7 @@ PROBLEM = "pw_scf-ncpp"
 
 @pytest.fixture(scope="session")
 def flavor():
-    return next(f for f in flavors.load() if f.module_name == FLAVOR)
+    return next(f for f in stack.load().flavors if f.module_name == FLAVOR)
 
 
 @pytest.fixture(scope="session")
@@ -43,7 +43,7 @@ def test_definition_is_spack_containerize_multistage(flavor, image):
     assert "Stage: build" in definition and "Stage: final" in definition
     assert "%files from build\n  /opt/spack-environment /opt\n  /opt/software /opt" in definition
     assert f"org.onestack.flavor {FLAVOR}" in definition
-    assert f"quantum-espresso/{roots[flavor.spack_spec()]['hash']}" in definition
+    assert f"quantum-espresso/{roots[flavor.spack_spec]['hash']}" in definition
     assert '%runscript\nexec pw.x "$@"' in definition
     assert "%test\nexec /opt/onestack/test/run" in definition
     # The runtime OS packages were read off the binaries: MPICH's library and launcher.
@@ -69,13 +69,13 @@ def test_image_self_test_passes(flavor, image_root, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # Every quantity the image's test problem checks, each printed and within tolerance.
     for name in containers.test_problem(flavor)["checks"]:
-        assert re.search(rf"^{name}: \S+ \(near \S+\) ok$", proc.stdout, re.M), proc.stdout
+        assert re.search(rf"^{name}: .* ok$", proc.stdout, re.M), proc.stdout
 
 
 def test_image_runs_problem_with_its_own_mpi(init_script, image_root, tmp_path):
     problem = problems.load("qe")[PROBLEM]
-    container = shlex.join(sif.exec_argv(image_root, "exec"))
-    checks = problems.run(init_script, "", problem, tmp_path, container=container)
+    how = problems.How(wrapper=tuple(sif.exec_argv(image_root, "exec")), inside=True)
+    checks = problems.run(problem, how, tmp_path, init_script)
     assert all(c.passed for c in checks), "\n".join(map(str, checks))
 
 
@@ -89,26 +89,26 @@ def test_host_intel_mpi_runs_the_images_mpich_build(init_script, image_root, tmp
     # The host MPI's folder, with where its library links point (a site binds e.g. /opt/intel).
     mpi_tree = os.path.commonpath([mpi_root, os.path.realpath(f"{mpi_root}/lib/libmpi.so.12")])
     binds = [mpi_tree, *(d for d in library_path.split(":") if d and not d.startswith(mpi_tree))]
-    container = shlex.join(sif.exec_argv(image_root, "exec", binds=binds, env={"LD_LIBRARY_PATH": library_path}))
-    checks = problems.run(init_script, "mpi-runtime/impi", problem, tmp_path, container=container, host_mpi=True,
-                          prelude="export I_MPI_DEBUG=4")
+    wrapper = sif.exec_argv(image_root, "exec", binds=binds, env={"LD_LIBRARY_PATH": library_path})
+    how = problems.How(modules=("mpi-runtime/impi",), env=(("I_MPI_DEBUG", "4"),), wrapper=tuple(wrapper))
+    checks = problems.run(problem, how, tmp_path, init_script)
     assert all(c.passed for c in checks), "\n".join(map(str, checks))
     assert "Intel(R) MPI Library, Version 2021.18.1" in (tmp_path / "output.txt").read_text()
 
 
 def test_intel_mpi_flavor_is_refused_with_the_reason():
-    flavor = next(f for f in flavors.load() if f.module_name == "hpl/mkl-impi")
+    flavor = next(f for f in stack.load().flavors if f.module_name == "hpl/mkl-impi")
     built, roots = publish.installed_roots([flavor])
     assert built, "hpl/mkl-impi is in hpl's ci_build list: it should be built"
     with pytest.raises(containers.ContainerError, match=r"libmpi\.so\.12 belongs to no OS package"):
-        containers.write_context(flavor, roots[flavor.spack_spec()])
+        containers.write_context(flavor, roots[flavor.spack_spec])
 
 
 def test_bad_image_settings_name_the_file_and_key(tmp_path):
     bad = tmp_path / "images.yaml"
     bad.write_text(containers.IMAGES_FILE.read_text().replace("suite: bookworm", "suite: 12\nbase: debian"))
-    with pytest.raises(flavors.InputError) as err:
-        flavors.load_data(bad, "images")
+    with pytest.raises(data.InputError) as err:
+        data.load(bad, "images")
     message = str(err.value)
     assert "images.yaml: 2 problem(s)" in message
     assert "suite: 12 is not of type 'string'" in message

@@ -8,39 +8,42 @@ dies on them where the flavor's fat build passes."""
 
 import gzip
 import json
+import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from onestack import emulate, flavors, lmod, paths, problems, spack
+from onestack import paths, problems, spack, stack
+from onestack.modules import lmod
+from onestack.stack import cpus
 
-GENERATIONS = flavors.cpu_generations()
+GENERATIONS = cpus.generations()
 PROGRAMS = Path(__file__).parent / "programs"
 # How each math library names the code path it dispatched to on this CPU.
 DISPATCH = {
-    "openblas": ("OPENBLAS_VERBOSE=2", "Core: "),
-    "mkl": ("MKL_VERBOSE=1", "enabled processors"),
+    "openblas": (("OPENBLAS_VERBOSE", "2"), "Core: "),
+    "mkl": (("MKL_VERBOSE", "1"), "enabled processors"),
 }
 
 
 @pytest.mark.parametrize("cpu", GENERATIONS, ids=[g["name"] for g in GENERATIONS])
 def test_every_flavor_runs_on_every_cpu_generation(cpu, tmp_path, init_script, published_flavors):
-    by_module = {f.module_name: f for f in flavors.load()}
     for module in published_flavors:
-        flavor = by_module[module]
+        flavor = stack.load().flavor(module)
         problem = problems.emulation_problem(flavor.app.module)
         verbose, marker = DISPATCH[flavor.math]
-        ran = emulate.run_problem(init_script, cpu["qemu"], problem, tmp_path / module, module=module,
-                                  setup=f"export {verbose}\n")
-        assert ran["exit"] == 0, f"{module} on {cpu['qemu']}: exit {ran['exit']}\n{ran['output'][-2000:]}"
-        assert ran["passed"], "\n".join(ran["checks"])
+        ran = problems.execute(problem, problems.How(modules=(module,), env=(verbose,), emulate=cpu["qemu"]),
+                               tmp_path / module, init_script)
+        assert ran.exit == 0, f"{module} on {cpu['qemu']}: exit {ran.exit}\n{ran.printed[-2000:]}"
+        checks = ran.checks()
+        assert all(c.passed for c in checks), "\n".join(map(str, checks))
         if "blas" not in flavor.app.math_uses:
             # LAMMPS: no BLAS; its FFTW picks SSE2 or AVX codelets silently.
             print(f"{module:22} {cpu['qemu']:15} one path: built for {GENERATIONS[0]['spack_target']} "
                   "(links no dispatching BLAS)")
             continue
-        path = next((line.strip() for line in ran["output"].splitlines() if marker in line), None)
+        path = next((line.strip() for line in ran.printed.splitlines() if marker in line), None)
         assert path, f"{module} on {cpu['qemu']}: the math library did not name its code path"
         print(f"{module:22} {cpu['qemu']:15} {path.split(' architecture ')[-1][:90]}")
 
@@ -48,9 +51,10 @@ def test_every_flavor_runs_on_every_cpu_generation(cpu, tmp_path, init_script, p
 def test_single_path_control_dies_with_sigill_on_older_cpus(tmp_path, init_script):
     exe = tmp_path / "avx2_only"
     subprocess.run(["gcc", "-O3", "-march=haswell", "-o", str(exe), str(PROGRAMS / "avx2_only.c")], check=True)
-    outcomes = {g["name"]: emulate.run(init_script, g["qemu"], f"./{exe.name}", tmp_path) for g in GENERATIONS}
+    outcomes = {g["name"]: subprocess.run(["qemu-x86_64", "-cpu", g["qemu"], str(exe)], capture_output=True)
+                for g in GENERATIONS}
     print({name: proc.returncode for name, proc in outcomes.items()})
-    assert emulate.died_of_sigill(outcomes["nehalem"]) and emulate.died_of_sigill(outcomes["sandybridge"])
+    assert outcomes["nehalem"].returncode == -signal.SIGILL and outcomes["sandybridge"].returncode == -signal.SIGILL
     assert outcomes["haswell"].returncode == 0, outcomes["haswell"].stderr
 
 
@@ -73,37 +77,41 @@ def test_native_twins_die_where_their_fat_flavors_run(tmp_path, init_script, pub
     nothing the emulated CPU lacks, or something qemu does not emulate, such
     as AVX-512), never a wrong answer."""
     host_level = paths.host_x86_64_level()
-    twins = [f for f in flavors.load() if f.native]
+    twins = [f for f in stack.load().flavors if f.native]
     assert twins, "no native twin declared (native_twin: in environments/<app>.yaml)"
-    roots = spack.query("flavor_roots", json.dumps([t.spack_spec() for t in twins]))
+    roots = spack.query("flavor_roots", json.dumps([t.spack_spec for t in twins]))
     for twin in twins:
         fat = twin.module_name[: -len("-native")]
         assert fat in published_flavors, f"{fat} is not published"
-        root = roots[twin.spack_spec()]
+        root = roots[twin.spack_spec]
         if not root or not root["installed"]:
-            assert twin.app.module != "hpl", f"{twin.module_name} is not built: `make stack-for-tests` builds it"
+            assert twin.app.module != "hpl", f"{twin.module_name} is not built: it is in ci_build (`make test` builds it)"
             print(f"{twin.module_name}: not built on this machine (not in ci_build): not checked")
             continue
         problem = problems.emulation_problem(twin.app.module)
         for g in GENERATIONS:
-            ran = emulate.run_problem(init_script, g["qemu"], problem, tmp_path / fat / g["qemu"], module=fat)
-            assert ran["passed"], f"{fat} on {g['qemu']}: exit {ran['exit']}\n{ran['output'][-2000:]}"
-            died = emulate.run_problem(init_script, g["qemu"], problem, tmp_path / twin.module_name / g["qemu"],
-                                       module=fat, prelude=f"export PATH='{root['prefix']}/bin':$PATH")
+            ran = problems.execute(problem, problems.How(modules=(fat,), emulate=g["qemu"]),
+                                   tmp_path / fat / g["qemu"], init_script)
+            assert ran.exit == 0 and all(c.passed for c in ran.checks()), \
+                f"{fat} on {g['qemu']}: exit {ran.exit}\n{ran.printed[-2000:]}"
+            died = problems.execute(problem, problems.How(modules=(fat,), path=(f"{root['prefix']}/bin",),
+                                                          emulate=g["qemu"]),
+                                    tmp_path / twin.module_name / g["qemu"], init_script)
+            passed = died.exit == 0 and all(c.passed for c in died.checks())
             print(f"{g['qemu']:15} {fat}: passed; {twin.module_name} (target {root['target']}, "
-                  f"x86-64-{host_level}): exit {died['exit']}{', SIGILL' if died['sigill'] else ''}")
+                  f"x86-64-{host_level}): exit {died.exit}{', SIGILL' if died.sigill else ''}")
             if g["x86_64_level"] < host_level:
-                assert died["sigill"], f"{twin.module_name} on {g['qemu']}: exit {died['exit']}, not SIGILL"
+                assert died.sigill, f"{twin.module_name} on {g['qemu']}: exit {died.exit}, not SIGILL"
             else:
-                assert died["sigill"] or died["passed"], f"{twin.module_name} on {g['qemu']}: exit {died['exit']}"
+                assert died.sigill or passed, f"{twin.module_name} on {g['qemu']}: exit {died.exit}"
 
 
 def test_intel_and_nvhpc_flavors_ask_their_compiler_for_every_path():
     """Built only where those compilers exist: what Spack is asked for is
     Intel's -ax dispatch over every generation (never -fast), and for NVHPC,
     whose -tp takes one target, the baseline generation's."""
-    cells = {f.compiler: f.spack_spec() for f in flavors.load() if f.compiler in ("intel", "nvhpc")}
-    ax = flavors.intel_ax_flag(GENERATIONS)
+    cells = {f.compiler: f.spack_spec for f in stack.load().flavors if f.compiler in ("intel", "nvhpc")}
+    ax = cpus.intel_ax_flag(GENERATIONS)
     assert ax == "-axCORE-AVX512,CORE-AVX2,AVX,SSE4.2"
     for flags in ("cflags", "cxxflags", "fflags"):
         assert f'{flags}="-O3 -ip {ax}"' in cells["intel"], cells["intel"]

@@ -6,7 +6,8 @@ import subprocess
 import pytest
 
 from conftest import onestack
-from onestack import mirror, publish
+from onestack.modules import publish
+from onestack.spack import mirror
 
 
 def test_every_source_of_a_rebuild_is_in_the_mirror():

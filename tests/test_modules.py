@@ -5,7 +5,8 @@ import subprocess
 
 import pytest
 
-from onestack import flavors, lmod, publish
+from onestack import stack
+from onestack.modules import lmod, publish
 
 
 def test_tree_passes_check_module_tree_syntax(live_release):
@@ -18,7 +19,7 @@ def test_tree_passes_check_module_tree_syntax(live_release):
 
 def test_every_published_flavor_loads_in_a_clean_shell(init_script, published_flavors):
     assert published_flavors, "the live release lists no flavors"
-    package = {f.module_name: f.app.package for f in flavors.load()}
+    package = {f.module_name: f.app.package for f in stack.load().flavors}
     for module in published_flavors:
         proc = lmod.clean_shell(init_script, f"module load {module}\nmodule -t list 2>&1\necho \"$PATH\"")
         assert proc.returncode == 0, proc.stderr
@@ -31,10 +32,10 @@ def test_where_prints_the_init_script(init_script):
     assert publish.init_script().resolve() == init_script.resolve()
 
 
-@pytest.mark.parametrize("app", sorted({f.app.module for f in flavors.load()}))
+@pytest.mark.parametrize("app", sorted({f.app.module for f in stack.load().flavors}))
 def test_module_load_app_gives_its_default_flavor(init_script, published_flavors, app):
-    """The default_flavor of the app's environment file, not the name Lmod sorts last."""
-    default = next(f.module_name for f in flavors.load() if f.app.module == app and f.is_default)
+    """The site's default (or the stack's), not the name Lmod sorts last."""
+    default = next(f.module_name for f in stack.load().flavors if f.app.module == app and f.is_default)
     if default not in published_flavors:
         pytest.skip(f"{default} (default_flavor) is not published on this machine")
     proc = lmod.clean_shell(init_script, f"module load {app}\nmodule -t list 2>&1")

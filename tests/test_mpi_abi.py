@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from onestack import flavors, lmod, paths, problems
+from onestack import paths, problems, stack
+from onestack.modules import lmod, publish
 
 PROGRAMS = Path(__file__).parent / "programs"
 FLAVOR = "qe/openblas-mpich"
@@ -35,7 +36,7 @@ def test_mpich_build_runs_on_intel_mpi_runtime(init_script, tmp_path):
 def test_qe_problem_passes_on_intel_mpi_runtime(mpi, init_script, published_flavors, tmp_path):
     """The seed's promise: a build with another member of the family (MVAPICH2,
     for InfiniBand clusters) runs on a desktop with Intel MPI's runtime."""
-    module = next((f.module_name for f in flavors.load()
+    module = next((f.module_name for f in stack.load().flavors
                    if f.app.module == "qe" and f.mpi == mpi and f.module_name in published_flavors), None)
     if module is None:
         pytest.skip(f"no qe flavor built with {mpi} is published here (MVAPICH2's are in `build`, "
@@ -43,8 +44,8 @@ def test_qe_problem_passes_on_intel_mpi_runtime(mpi, init_script, published_flav
     problem = problems.load("qe")["pw_scf-ncpp"]
     # I_MPI_DEBUG makes Intel MPI name itself at start-up: proof of which MPI
     # ran (an RPATH to the build's own MPI would keep it, silently).
-    checks = problems.run(init_script, f"{module} mpi-runtime/impi", problem, tmp_path,
-                          prelude="export I_MPI_DEBUG=4")
+    checks = problems.run(problem, problems.How(modules=(module, "mpi-runtime/impi"), env=(("I_MPI_DEBUG", "4"),)),
+                          tmp_path, init_script)
     assert all(c.passed for c in checks), "\n".join(map(str, checks))
     assert "Intel(R) MPI Library, Version 2021.18.1" in (tmp_path / "output.txt").read_text()
 
@@ -89,24 +90,34 @@ FAMILY_LIBRARIES = {"mpich": ("libmpi.so.12", "libmpich.so.12"), "openmpi": ("li
 
 
 def test_every_flavor_links_the_mpi_it_names(init_script, published_flavors):
-    """Each flavor's program links its own MPI: LAMMPS's CMake once took the
-    first mpicxx on PATH, MPICH's, for lmp/openblas-openmpi, whose mpirun
-    (Open MPI's) then started N one-rank jobs."""
-    programs = {f.module_name: f.app.program for f in flavors.load()}
+    """Each flavor's program, in every level build its entry point may run,
+    links its own MPI: LAMMPS's CMake once took the first mpicxx on PATH,
+    MPICH's, for lmp/openblas-openmpi, whose mpirun (Open MPI's) then
+    started N one-rank jobs."""
+    programs = {f.module_name: f.app.program for f in stack.load().flavors}
     for module in published_flavors:
         proc = lmod.clean_shell(init_script, f'module load {module}\necho "$ONESTACK_MPI_ABI"\n'
-                                             f'command -v {programs[module]}\nldd "$(command -v {programs[module]})"')
+                                             f'command -v {programs[module]}')
         assert proc.returncode == 0, proc.stderr
-        abi, path = proc.stdout.split("\n")[:2]
-        # Not the OS's own copy (Debian's lmp and pw.x are the report's baselines).
-        assert path.startswith(str(paths.prefix())), f"{module}: {programs[module]} is {path}, not the flavor's"
-        linked = _mpi_libraries(proc.stdout)
-        assert linked and set(linked) <= set(FAMILY_LIBRARIES[abi]), \
-            f"{module} ({abi} ABI): {programs[module]} links {sorted(linked) or 'no MPI library'}"
-        # One MPI in the process: Debian's MPICH-family ScaLAPACK once loaded
-        # MPICH's libmpich.so.12 beside Intel MPI's or MVAPICH2's libmpi.so.12.
-        files = {Path(target).resolve() for target in linked.values()}
-        assert len(files) == 1, f"{module}: {programs[module]} loads more than one MPI: {linked}"
+        abi, entry = proc.stdout.split("\n")[:2]
+        # The entry point is the flavor's own (Debian's lmp and pw.x are the report's baselines).
+        assert entry.startswith(str(publish.releases_dir())), f"{module}: {programs[module]} is {entry}"
+        for build in _level_builds(Path(entry).parent.parent / "levels.conf"):
+            program = build / programs[module]
+            assert program.parent.is_relative_to(paths.prefix()), f"{module}: a build outside the stack: {build}"
+            linked = _mpi_libraries(subprocess.run(["ldd", str(program)], text=True, capture_output=True).stdout)
+            assert linked and set(linked) <= set(FAMILY_LIBRARIES[abi]), \
+                f"{module} ({abi} ABI): {program} links {sorted(linked) or 'no MPI library'}"
+            # One MPI in the process: Debian's MPICH-family ScaLAPACK once loaded
+            # MPICH's libmpich.so.12 beside Intel MPI's or MVAPICH2's libmpi.so.12.
+            files = {Path(target).resolve() for target in linked.values()}
+            assert len(files) == 1, f"{module}: {program} loads more than one MPI: {linked}"
+
+
+def _level_builds(table: Path) -> list:
+    """The bin folders of a dispatch table (levels.conf)."""
+    return [Path(line.split(" ", 1)[1]) for line in table.read_text().splitlines()
+            if line.strip() and not line.startswith("#")]
 
 
 def _mpi_libraries(ldd: str) -> dict:

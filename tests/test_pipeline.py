@@ -1,5 +1,5 @@
 """The GitLab pipeline, run here by gitlab-ci-local with the shell executor:
-the audit and concretize stages of .gitlab-ci.yml, then one job of each
+the fast, audit and concretize stages of .gitlab-ci.yml, then one job of each
 generated child pipeline (a `spack ci rebuild` of one spec, a flavor's test
 problems). gitlab-ci-local does not fail a trigger job when its child fails,
 so the children run directly, as pipeline files of their own."""
@@ -50,10 +50,11 @@ def test_pipeline_file_is_valid_and_a_broken_one_is_not(tmp_path):
         ci.validate(tmp_path / "broken.yml")
 
 
-def test_audit_and_concretize_stages_pass(project):
+def test_fast_audit_and_concretize_stages_pass(project):
     # A schedule's pipeline: every spec gets a build job, so one can be run below.
-    proc = gitlab_ci_local(project, "--variable", "FULL_REBUILD=1", "audit", "concretize")
+    proc = gitlab_ci_local(project, "--variable", "FULL_REBUILD=1", "fast-tier", "audit", "concretize")
     assert proc.returncode == 0
+    assert " PASS  fast-tier" in proc.stdout
     assert "audit: .gitlab-ci.yml valid" in proc.stdout
     for child in ("build-pipeline.yml", "test-pipeline.yml"):
         ci.validate(project / ".generated" / "ci" / child)

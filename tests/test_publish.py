@@ -11,7 +11,7 @@ import time
 import pytest
 
 from conftest import REPO, onestack
-from onestack import lmod
+from onestack.modules import lmod
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from typing import List
 
 import pytest
 
-from onestack import flavors, problems, slurm
+from onestack import problems, slurm, stack
 
 CASES = [(app, case) for app in problems.apps() for case in sorted(problems.load(app))]
 
@@ -22,7 +22,7 @@ def one_per_mpi(modules: List[str]) -> List[str]:
     """What srun adds to a run depends on the flavor's MPI (its PMI plugin,
     its binding), not on its math library: one flavor of each MPI is
     enough here (tests/test_problems.py runs every flavor under mpirun)."""
-    mpi_of = {f.module_name: f.mpi for f in flavors.load()}
+    mpi_of = {f.module_name: f.mpi for f in stack.load().flavors}
     chosen = {}
     for module in modules:
         chosen.setdefault(mpi_of[module], module)
@@ -35,7 +35,8 @@ def test_batch_job_matches_reference(app, case, cluster, init_script, published_
     assert modules, f"no {app} flavor is published"
     problem = problems.load(app)[case]
     for module in modules:
-        checks = problems.run(init_script, module, problem, tmp_path / module.replace("/", "_"), cluster=cluster)
+        checks = problems.run(problem, problems.How(modules=(module,), launcher=("srun",)),
+                              tmp_path / module.replace("/", "_"), init_script, submit=cluster.submitter(problem["ranks"]))
         report = "\n".join(str(c) for c in checks)
         print(f"{module} {case} (sbatch + srun):\n{report}")
         assert all(c.passed for c in checks), report
@@ -46,5 +47,6 @@ def test_srun_without_the_modules_pmi_starts_singletons(cluster, init_script, pu
     ranks check catches the one-rank jobs srun starts without it."""
     module = next(m for m in published_flavors if m.startswith("hpl/") and m.endswith("-mpich"))
     problem = problems.load("hpl")["hpl"]
-    with pytest.raises(RuntimeError, match="expected one job of 2 ranks"):
-        problems.run(init_script, module, problem, tmp_path, prelude="unset SLURM_MPI_TYPE", cluster=cluster)
+    with pytest.raises(problems.ProblemError, match="expected one job of 2 ranks"):
+        problems.run(problem, problems.How(modules=(module,), unset=("SLURM_MPI_TYPE",), launcher=("srun",)), tmp_path,
+                     init_script, submit=cluster.submitter(problem["ranks"]))

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from conftest import REPO
-from onestack import flavors, paths, spack, status
+from onestack import paths, spack, stack, status
 
 SITE_PACKAGES = sorted(
     p.name.replace("_", "-") for p in (REPO / "packages" / "spack_repo" / "onestack" / "packages").iterdir()
@@ -25,9 +25,9 @@ def test_site_recipes_pass_spack_audit():
 def test_every_flavor_concretizes():
     """Each cell of the matrix on its own, those that cannot be built here
     too: an absent compiler (Intel, NVHPC) through its declared external."""
-    every = flavors.load()
+    every = list(stack.load().flavors)
     cells = status.concretize_cells(every)
-    failed = {f.module_name: cells[f.spack_spec()]["error"] for f in every if not cells[f.spack_spec()]["ok"]}
+    failed = {f.module_name: cells[f.spack_spec]["error"] for f in every if not cells[f.spack_spec]["ok"]}
     assert not failed, failed
     assert status.declared_compilers(every), "no absent compiler: the declared-compiler path went untested"
 

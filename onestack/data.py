@@ -1,0 +1,179 @@
+"""The stack's data: YAML documents, each validated against its schema in
+schemas/ before any code reads it, with the schema's defaults filled in.
+
+An error names the file, the key and what is allowed, so that a mistake in
+the data is found in seconds (the fast tier loads every document) and never
+by Spack half an hour into a build.
+"""
+
+import copy
+import fnmatch
+import functools
+from pathlib import Path
+from typing import Any, List
+
+import jsonschema
+import referencing
+import yaml
+
+from onestack import paths
+
+SCHEMAS = paths.REPO / "schemas"
+
+# Every data document of the repository and its schema, first match wins
+# (the fast tier checks each file, and that no YAML file is left out).
+CATALOG = {
+    "environments/components.yaml": "components",
+    "environments/cpus.yaml": "cpus",
+    "environments/*.yaml": "application",
+    "sites/*/site.yaml": "site",
+    "setup/vendor.yaml": "vendor",
+    "setup/externals.yaml": "externals",
+    "setup/offline-sources.yaml": "offline-sources",
+    "containers/images.yaml": "images",
+    "tests/problems/*/*.yaml": "problem",
+    "tests/bad-input/*.yaml": "bad-input",
+    "report/goals.yaml": "goals",
+}
+# YAML files that are not the stack's data, and who checks them instead.
+CHECKED_ELSEWHERE = {
+    "spack.yaml": "Spack's environment schema (spack audit, spack concretize)",
+    "modulefiles/modules.yaml": "Spack's modules schema",
+    "ci/spack/ci.yaml": "Spack's ci schema (spack ci generate)",
+    "packages/spack_repo/onestack/repo.yaml": "Spack's package repository descriptor",
+    ".gitlab-ci.yml": "GitLab's schema (check-jsonschema, make audit)",
+    "schemas/*.schema.yaml": "the JSON Schema metaschema",
+    "onestack/*/templates/*": "a template: what it renders is checked where it is used",
+}
+
+
+class InputError(ValueError):
+    """Bad stack data; str() is the message for the site engineer."""
+
+
+def location(file: Path) -> str:
+    """A file as the site engineer knows it: relative to the data it belongs to."""
+    for root in (paths.data_root(), paths.REPO):
+        try:
+            return str(Path(file).relative_to(root))
+        except ValueError:
+            continue
+    return str(file)
+
+
+def schema_of(relative: str) -> str:
+    """The schema a repository file is checked against (KeyError: none)."""
+    for pattern, schema in CATALOG.items():
+        if fnmatch.fnmatch(relative, pattern):
+            return schema
+    raise KeyError(relative)
+
+
+@functools.lru_cache(maxsize=None)
+def schema(name: str) -> dict:
+    return yaml.safe_load((SCHEMAS / f"{name}.schema.yaml").read_text())
+
+
+@functools.lru_cache(maxsize=None)
+def _registry() -> referencing.Registry:
+    """The schemas by their $id, so that one can refer to another's $defs."""
+    documents = [schema(f.name.removesuffix(".schema.yaml")) for f in sorted(SCHEMAS.glob("*.schema.yaml"))]
+    return referencing.Registry().with_resources(
+        (document["$id"], referencing.Resource.from_contents(document)) for document in documents)
+
+
+def _validator(name: str) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(schema(name), registry=_registry(),
+                                           format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+
+
+def read_yaml(file: Path) -> Any:
+    try:
+        return yaml.safe_load(Path(file).read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        raise InputError(f"{location(file)}: not valid YAML{where}: {getattr(err, 'problem', err)}") from None
+    except FileNotFoundError:
+        raise InputError(f"{location(file)}: missing") from None
+
+
+def _message(err: jsonschema.ValidationError) -> str:
+    """jsonschema's message, said the way a site engineer can act on."""
+    if err.validator == "additionalProperties" and "properties" in err.schema:
+        return f"{err.message}; allowed keys: {', '.join(err.schema['properties'])}"
+    if err.validator == "oneOf" and all("required" in s for s in err.validator_value):
+        # jsonschema would print the whole mapping; name the keys instead.
+        keys = [k for s in err.validator_value for k in s["required"] if k not in err.schema.get("required", [])]
+        return f"needs exactly one of: {', '.join(dict.fromkeys(keys))}"
+    if err.validator == "dependentRequired":
+        given, needed = next((k, m) for k, ms in err.validator_value.items() if k in err.instance
+                             for m in ms if m not in err.instance)
+        what = err.schema.get("properties", {}).get(needed, {}).get("title", "")
+        return f"'{given}' needs '{needed}' beside it" + (f": {what}" if what else "")
+    title = err.schema.get("title") if isinstance(err.schema, dict) else None
+    return f"{err.message}" + (f" ({title})" if title and err.validator in ("pattern", "enum") else "")
+
+
+def validate(file: Path, data: Any, schema_name: str) -> None:
+    errors = sorted(_validator(schema_name).iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+    if not errors:
+        return
+    lines = [f"{location(file)}: {len(errors)} problem(s):"]
+    for err in errors:
+        key = ".".join(str(p) for p in err.absolute_path) or "(top level)"
+        lines.append(f"  {key}: {_message(err)}")
+    raise InputError("\n".join(lines))
+
+
+def fill_defaults(data: Any, node: dict, root: dict) -> Any:
+    """The schema's defaults for what a valid document leaves out, so that
+    code reads every key directly and the default lives in one place."""
+    node, root = _follow(node, root)
+    if isinstance(data, dict):
+        for key, sub in node.get("properties", {}).items():
+            # A default beside a $ref wins over the referenced one's.
+            default = sub if "default" in sub else _follow(sub, root)[0]
+            if key not in data and "default" in default:
+                data[key] = copy.deepcopy(default["default"])
+            if key in data:
+                data[key] = fill_defaults(data[key], sub, root)
+        extra = node.get("additionalProperties")
+        if isinstance(extra, dict):
+            for key in [k for k in data if k not in node.get("properties", {})]:
+                data[key] = fill_defaults(data[key], extra, root)
+    elif isinstance(data, list) and isinstance(node.get("items"), dict):
+        return [fill_defaults(item, node["items"], root) for item in data]
+    return data
+
+
+def _follow(node: dict, root: dict) -> tuple:
+    """A schema node with its $ref followed (within its schema or into
+    another's), and the schema it is now in."""
+    while isinstance(node, dict) and "$ref" in node:
+        document, _, pointer = node["$ref"].partition("#")
+        root = schema(document.removesuffix(".schema.yaml")) if document else root
+        node = root
+        for part in pointer.strip("/").split("/") if pointer else []:
+            node = node[part]
+    return node, root
+
+
+def load(file: Path, schema_name: str) -> Any:
+    """A YAML document of the stack's data, validated, with its defaults."""
+    data = read_yaml(file)
+    validate(file, data, schema_name)
+    return fill_defaults(data, schema(schema_name), schema(schema_name))
+
+
+def every_document(root: Path) -> List[Path]:
+    """The YAML files below root that are stack data (those of the catalog)."""
+    found = []
+    for file in sorted(root.rglob("*.y*ml")):
+        relative = file.relative_to(root).as_posix()
+        # Hidden folders are tools' own (.git, .generated, Spack's .spack-env).
+        hidden = any(part.startswith(".") for part in Path(relative).parts[:-1])
+        if hidden or any(fnmatch.fnmatch(relative, p) for p in CHECKED_ELSEWHERE):
+            continue
+        found.append(file)
+    return found

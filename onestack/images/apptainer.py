@@ -1,0 +1,284 @@
+"""A thin wrapper around a real Apptainer: build, sign, verify, push, pull,
+test, run, exec, inspect. Each failure is an ApptainerError naming the
+command, its exit code, the tail of its stderr and the fix.
+
+Which Apptainer: APPTAINER (a site's own executable), else the one
+setup/apptainer.sh installs under $ONESTACK_CACHE/apptainer/<version>.
+
+Builds run with --fakeroot, also as root: root on these VMs lacks
+CAP_SYS_RESOURCE, and Apptainer runs a definition's %post and %test with its
+built-in configuration (`--build-config`, which ignores apptainer.conf's
+"root default capabilities = file") asking for every capability, so a plain
+root build fails ("Requesting capability set ..."). In the user namespace of
+--fakeroot the capability bounding set is full again. It needs a subordinate
+id range for the building user (setup/apptainer.sh adds root's).
+
+A SIF is mounted with squashfuse when the user runs it unprivileged; where
+/dev/fuse is not open to that user (mode 0600 here: no udev), run, exec and
+test add --unsquash: Apptainer then extracts the image into a temporary
+sandbox (about 2 s for 90 MB) instead of failing to mount it.
+
+Files appear complete or not at all: build and pull write a temporary name
+in the destination folder and rename it only once the image is complete
+(and, for a pull, its signature verified).
+"""
+
+import json
+import os
+import pwd
+import re
+import stat
+import subprocess
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Sequence
+
+from onestack import paths
+from onestack.images import ImageError
+
+PINS = paths.REPO / "setup" / "apptainer-pins.sh"
+BUILD_SECONDS = 1800
+TRANSFER_SECONDS = 900
+RUN_SECONDS = 600
+
+# What a failure's stderr says -> what to do about it (first match wins).
+FIXES = [
+    (r"Requesting capability set .* while permitted capability set",
+     "root lacks a capability here: set 'root default capabilities = file' in the "
+     "installation's etc/apptainer/apptainer.conf (setup/apptainer.sh does), or run with --userns"),
+    (r"signature not found|no signatures found|no groups found|image is not signed",
+     "the image is unsigned: images are pushed signed (onestack/images/keys.py); do not use this one"),
+    (r"integrity:|hash mismatch|signature verification failed|object integrity|digest mismatch",
+     "the image changed after it was signed: do not use it; pull it again from the registry"),
+    (r"key not found|public key .* not found|unknown issuer|entity not found",
+     "the signer's public key is not in your keyring: import the site's public key "
+     "(`apptainer key import site-signing.asc`)"),
+    (r"unauthorized|authentication required|\b401\b",
+     "the registry refused the credentials: log in with the right username/password "
+     "(`apptainer registry login --username U --password-stdin oras://HOST`)"),
+    (r"MANIFEST_UNKNOWN|manifest unknown|NAME_UNKNOWN|name unknown",
+     "no such image or tag in the registry: check the repository and tag (was it pushed?)"),
+    (r"certificate signed by unknown authority|x509:",
+     "the registry's TLS certificate is not trusted: add its CA to the system store, or name a "
+     "folder holding it in SSL_CERT_DIR"),
+    (r"connection refused|no such host|i/o timeout|dial tcp",
+     "the registry is not reachable: check its address and that it is running"),
+    (r"no space left on device|file too large",
+     "the destination ran out of space: free some, or pull into another folder"),
+]
+
+
+class ApptainerError(ImageError):
+    def __init__(self, argv: Sequence[str], returncode: int, stderr: str, fix: str = ""):
+        self.argv = list(argv)
+        self.returncode = returncode
+        self.stderr = stderr
+        self.fix = fix or _fix_for(stderr)
+        tail = "\n".join(stderr.strip().splitlines()[-15:])
+        super().__init__(f"`{' '.join(self.argv)}` failed with exit code {returncode}:\n{tail}\n"
+                         f"fix: {self.fix}")
+
+
+def _fix_for(stderr: str) -> str:
+    for pattern, fix in FIXES:
+        if re.search(pattern, stderr, re.IGNORECASE):
+            return fix
+    return "see the error above"
+
+
+def pinned_version() -> str:
+    """APPTAINER_VERSION of setup/apptainer-pins.sh (the one place it is set)."""
+    found = re.search(r"^APPTAINER_VERSION=(\S+)", PINS.read_text(), re.MULTILINE)
+    if not found:
+        raise ImageError(f"{PINS}: no APPTAINER_VERSION= line")
+    return found.group(1)
+
+
+def installed_executable() -> Path:
+    """APPTAINER if set, else the installation of setup/apptainer.sh."""
+    named = os.environ.get("APPTAINER")
+    if named:
+        exe = Path(named)
+        if not (exe.is_file() and os.access(exe, os.X_OK)):
+            raise ImageError(f"APPTAINER={named} is not an executable file: point it at a site's "
+                             "apptainer, or unset it to use the one setup/apptainer.sh installs")
+        return exe
+    exe = paths.cache() / "apptainer" / pinned_version() / "bin" / "apptainer"
+    if not exe.is_file():
+        raise ImageError(f"Apptainer {pinned_version()} is not installed ({exe} missing): "
+                         "run `bash setup/apptainer.sh`, or set APPTAINER to a site's own")
+    return exe
+
+
+@dataclass(frozen=True)
+class Apptainer:
+    """One apptainer executable with the environment its commands run in
+    (keyring, credentials, CA trust) and, for tests of a desktop user, the
+    user that runs it."""
+    executable: Path
+    env: Mapping[str, str] = field(default_factory=dict)
+    user: Optional[str] = None
+
+    def with_env(self, **env: str) -> "Apptainer":
+        return replace(self, env={**self.env, **env})
+
+    def command(self, args: Sequence[str]) -> List[str]:
+        argv = [str(self.executable), *map(str, args)]
+        if self.user is None:
+            return argv
+        # The other user starts from a clean environment, as after a login:
+        # PATH, their HOME, and the variables of this Apptainer.
+        account = pwd.getpwnam(self.user)
+        clean = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": account.pw_dir, **self.env}
+        return ["runuser", "-u", self.user, "--", "env", "-i", *(f"{k}={v}" for k, v in clean.items()), *argv]
+
+    def run(self, args: Sequence[str], *, input: Optional[str] = None, timeout: int = RUN_SECONDS,
+            cwd: Optional[Path] = None, fix: str = "") -> subprocess.CompletedProcess:
+        argv = self.command(args)
+        # Errors show the apptainer command (and whose), not runuser's env list.
+        shown = [str(self.executable), *map(str, args)]
+        if self.user is not None:
+            shown = [f"(as {self.user})", *shown]
+        if cwd is None and self.user is not None:
+            cwd = Path("/")   # ours may be a folder the other user cannot enter
+        try:
+            proc = subprocess.run(argv, input=input, text=True, capture_output=True, timeout=timeout,
+                                  cwd=cwd, env={**os.environ, **self.env},
+                                  stdin=None if input is not None else subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as err:
+            raise ApptainerError(shown, -1, f"timed out after {timeout} s\n{err.stderr or ''}",
+                                 fix or "find out what it waits for (a prompt? a network?)") from err
+        if proc.returncode != 0:
+            raise ApptainerError(shown, proc.returncode, proc.stderr or proc.stdout, fix)
+        return proc
+
+    def version(self) -> str:
+        return self.run(["--version"]).stdout.strip().split()[-1]
+
+    def fuse_usable(self) -> bool:
+        """Whether squashfuse can open /dev/fuse as the user who runs."""
+        try:
+            dev = os.stat("/dev/fuse")
+        except FileNotFoundError:
+            return False
+        uid = os.getuid() if self.user is None else pwd.getpwnam(self.user).pw_uid
+        if uid == 0 or dev.st_mode & (stat.S_IROTH | stat.S_IWOTH) == (stat.S_IROTH | stat.S_IWOTH):
+            return True
+        return dev.st_uid == uid and bool(dev.st_mode & stat.S_IRUSR) and bool(dev.st_mode & stat.S_IWUSR)
+
+    def action(self, command: str, image: Path, args: Sequence[str] = (),
+               options: Sequence[str] = ()) -> subprocess.CompletedProcess:
+        """run/exec/test of a SIF, extracted (--unsquash) where FUSE is closed."""
+        unsquash = [] if self.fuse_usable() else ["--unsquash"]
+        return self.run([command, *unsquash, *options, image, *args])
+
+
+def find(env: Optional[Mapping[str, str]] = None) -> Apptainer:
+    return Apptainer(installed_executable(), dict(env or {}))
+
+
+def _partial_name(final: Path) -> Path:
+    """The temporary name an image is written under, beside its final name
+    (same file system: the rename is atomic)."""
+    return final.with_name(f".{final.name}.partial-{os.getpid()}")
+
+
+def _drop_stale_partials(final: Path) -> None:
+    """Leftovers of killed builds or pulls of this image (never visible under
+    the final name, so safe to remove)."""
+    for stale in final.parent.glob(f".{final.name}.partial-*"):
+        stale.unlink(missing_ok=True)
+
+
+def _replace_atomically(final: Path, write) -> Path:
+    """write(tmp) produces the image under a temporary name; it becomes
+    `final` only if write returns. Nothing is left behind otherwise."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    _drop_stale_partials(final)
+    tmp = _partial_name(final)
+    try:
+        write(tmp)
+        tmp.replace(final)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return final
+
+
+def build(apptainer: Apptainer, definition: Path, image: Path, *, timeout: int = BUILD_SECONDS) -> Path:
+    """`apptainer build` of definition into image (relative %files paths are
+    read from the definition's folder)."""
+    def write(tmp: Path) -> None:
+        apptainer.run(["build", "--fakeroot", "--force", tmp, definition.resolve()], cwd=definition.parent,
+                      timeout=timeout)
+    return _replace_atomically(image, write)
+
+
+def sign(apptainer: Apptainer, image: Path, *, passphrase: str = "") -> None:
+    """Signs with the first secret key of the keyring APPTAINER_KEYSDIR names
+    (keys.py sets it). A passphrase, if the key has one, goes through stdin."""
+    apptainer.run(["sign", "--keyidx", "0", image], input=passphrase + "\n", timeout=TRANSFER_SECONDS)
+
+
+def verify(apptainer: Apptainer, image: Path) -> str:
+    """Checks every signed object of image against the local public keyring
+    (APPTAINER_KEYSDIR) only: --local, no key server is asked."""
+    return apptainer.run(["verify", "--local", image], timeout=TRANSFER_SECONDS).stdout
+
+
+def push(apptainer: Apptainer, image: Path, uri: str) -> None:
+    """Pushes a signed image (verified first: an unsigned or altered image is
+    never published) to oras://HOST:PORT/REPO:TAG."""
+    verify(apptainer, image)
+    apptainer.run(["push", image, uri], timeout=TRANSFER_SECONDS)
+
+
+def pull(apptainer: Apptainer, uri: str, image: Path) -> Path:
+    """Pulls uri into image only once the whole file is there and its
+    signature verifies; a failed, refused or killed pull never leaves a file
+    under image's name."""
+    def write(tmp: Path) -> None:
+        # --disable-cache: the image goes straight to tmp, not also into the
+        # user's cache folder.
+        apptainer.run(["pull", "--disable-cache", tmp, uri], timeout=TRANSFER_SECONDS)
+        verify(apptainer, tmp)
+    return _replace_atomically(image, write)
+
+
+def login(apptainer: Apptainer, host: str, username: str, password: str) -> None:
+    """`apptainer registry login` for oras://host; the credentials land in
+    the config folder APPTAINER_CONFIGDIR names (else ~/.apptainer). The
+    password goes through stdin, never on a command line."""
+    apptainer.run(["registry", "login", "--username", username, "--password-stdin", f"oras://{host}"],
+                  input=password + "\n")
+
+
+def test(apptainer: Apptainer, image: Path) -> str:
+    return apptainer.action("test", image).stdout
+
+
+def run_image(apptainer: Apptainer, image: Path, args: Sequence[str] = ()) -> str:
+    return apptainer.action("run", image, args).stdout
+
+
+def exec_in(apptainer: Apptainer, image: Path, argv: Sequence[str], env: Optional[Dict[str, str]] = None) -> str:
+    """`apptainer exec`, with --env NAME=VALUE for each of env."""
+    options = [f"--env={k}={v}" for k, v in (env or {}).items()]
+    return apptainer.action("exec", image, argv, options).stdout
+
+
+def sif_objects(apptainer: Apptainer, image: Path) -> List[Dict[str, object]]:
+    """The data objects of a SIF (`apptainer sif list`): id, start and end
+    byte offsets, type (e.g. "FS (Squashfs/*System/amd64)")."""
+    objects = []
+    for line in apptainer.run(["sif", "list", image]).stdout.splitlines():
+        found = re.match(r"\s*(\d+)\s*\|[^|]*\|[^|]*\|\s*(\d+)-(\d+)\s*\|(.*)$", line)
+        if found:
+            objects.append({"id": int(found.group(1)), "start": int(found.group(2)),
+                            "end": int(found.group(3)), "type": found.group(4).strip()})
+    return objects
+
+
+def inspect(apptainer: Apptainer, image: Path) -> Dict[str, str]:
+    """The image's labels (`apptainer inspect --json`)."""
+    data = json.loads(apptainer.run(["inspect", "--json", "--labels", image]).stdout)
+    return data["data"]["attributes"]["labels"]

@@ -1,0 +1,71 @@
+"""The Debian base image the test images start from: built once with
+Apptainer's debootstrap agent (`Bootstrap: debootstrap`, root only) and
+cached under $ONESTACK_CACHE/images/base/, so that an image on top of it
+(`Bootstrap: localimage`) builds in seconds instead of debootstrapping each
+time. The mirror is read at build time from this machine's apt
+configuration: no package host is written into the repository."""
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+from onestack import paths
+from onestack.images import ImageError, apptainer, render, write_atomically
+
+APT_SOURCES = Path("/etc/apt/sources.list.d")
+OS_RELEASE = Path("/etc/os-release")
+# What a definition header may hold: one word, no spaces, no newlines
+# (header values cannot be quoted, so anything else is refused).
+MIRROR_PATTERN = re.compile(r"https?://[A-Za-z0-9._~:/%@+-]+")
+SUITE_PATTERN = re.compile(r"[a-z]+")
+
+
+def _stanzas(text: str) -> List[Dict[str, str]]:
+    """deb822 stanzas as {field: value} (continuation lines ignored: URIs and
+    Suites are one-line fields)."""
+    stanzas = []
+    for block in re.split(r"\n\s*\n", text):
+        fields = dict(m.groups() for m in re.finditer(r"^([A-Za-z-]+):[ \t]*(.*)$", block, re.MULTILINE))
+        if fields:
+            stanzas.append(fields)
+    return stanzas
+
+
+def release_codename() -> str:
+    found = re.search(r"^VERSION_CODENAME=\"?([a-z]+)", OS_RELEASE.read_text(), re.MULTILINE)
+    if not found:
+        raise ImageError(f"{OS_RELEASE}: no VERSION_CODENAME: not a Debian release?")
+    return found.group(1)
+
+
+def debian_mirror() -> Tuple[str, str]:
+    """(mirror URL, suite) of this machine's Debian entry: the deb822 stanza
+    of /etc/apt/sources.list.d/*.sources whose Suites name the release."""
+    suite = release_codename()
+    for sources in sorted(APT_SOURCES.glob("*.sources")):
+        for stanza in _stanzas(sources.read_text()):
+            if suite in stanza.get("Suites", "").split() and stanza.get("URIs"):
+                mirror = stanza["URIs"].split()[0]
+                if not MIRROR_PATTERN.fullmatch(mirror) or not SUITE_PATTERN.fullmatch(suite):
+                    raise ImageError(f"{sources}: URIs {mirror!r} / suite {suite!r} cannot go into a "
+                                     "definition header (one URL, no spaces)")
+                return mirror, suite
+    raise ImageError(f"no Debian entry for {suite} in {APT_SOURCES}/*.sources (deb822 format): the "
+                     "debootstrap base needs the mirror this machine installs from")
+
+
+def base_image(runner: apptainer.Apptainer) -> Path:
+    """The cached base SIF, built (as root) when missing or when its
+    definition changed (named by the definition's hash)."""
+    mirror, suite = debian_mirror()
+    definition = render("base-debootstrap.def", suite=suite, mirror=mirror)
+    digest = hashlib.sha256(definition.encode()).hexdigest()[:12]
+    folder = paths.cache() / "images" / "base"
+    image = folder / f"{suite}-minbase-{digest}.sif"
+    if image.is_file():
+        return image
+    folder.mkdir(parents=True, exist_ok=True)
+    def_file = folder / f"{suite}-minbase-{digest}.def"
+    write_atomically(def_file, definition)   # kept beside the image: how it was made
+    return apptainer.build(runner, def_file, image)

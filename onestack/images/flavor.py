@@ -1,0 +1,337 @@
+"""A published flavor as a signed Apptainer image: its build context in
+.generated/containers/<module>-<flavor>/ (the definition, containers/
+flavor.def.j2, with the scripts and files it copies in), built by
+`apptainer build`, signed with the site key, into the folder `make -s
+where-images` prints.
+
+Written here, not by `spack containerize`: its Singularity template fixes
+`Bootstrap: docker` outside any block (a site without a registry of Docker
+images cannot use it) and writes labels and help unescaped; and its build
+stage concretizes again inside the image, where the site's externals live at
+other paths, so the hashes of the site buildcache would not match. Here the
+build stage installs the very hashes of the site's builds from the site
+buildcache (`spack install --cache-only /<hash>`)."""
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import yaml
+
+from onestack import data, paths, render, spack
+from onestack.images import ImageError, apptainer, base, keys
+from onestack.modules import dispatch
+from onestack.problems import runner
+from onestack.spack import scope, vendor
+from onestack.spack.environment import DISPATCHER
+from onestack.stack import cpus
+from onestack.stack.flavors import Flavor
+import onestack.problems as problems
+
+CONTAINERS = paths.REPO / "containers"
+IMAGES_FILE = "containers/images.yaml"
+SITE_REPO = paths.REPO / "packages"
+# Where things go in the image.
+STORE = "/opt/software"
+VIEW = "/opt/views/view"
+TEST_DIR = "/opt/onestack/test"
+DISPATCH_DIR = "/opt/onestack/dispatch"
+BUILDCACHE = "/opt/buildcache"  # the site buildcache, bound in while the image builds
+
+
+def config() -> dict:
+    return data.load(paths.data_root() / IMAGES_FILE, "images")
+
+
+def images_dir() -> Path:
+    """The built SIF files (`make -s where-images`)."""
+    return paths.prefix() / "images"
+
+
+def image_name(flavor: Flavor) -> str:
+    return f"{flavor.app.module}-{flavor.name}"
+
+
+def sif_path(flavor: Flavor) -> Path:
+    return images_dir() / f"{image_name(flavor)}.sif"
+
+
+def context_dir(flavor: Flavor) -> Path:
+    return paths.generated_dir() / "containers" / image_name(flavor)
+
+
+def _in_image(prefix: str) -> str:
+    """A path of the site's install tree as it lies in the image."""
+    return str(Path(STORE) / Path(prefix).relative_to(paths.prefix() / "software"))
+
+
+def _closure(hashes: List[str]) -> dict:
+    """What the builds link or run (installed nodes) and the externals they use."""
+    merged = {"installed": {}, "externals": set()}
+    for root_hash in hashes:
+        found = spack.query("runtime_closure", root_hash)
+        merged["installed"].update({n["hash"]: n for n in found["installed"]})
+        merged["externals"].update(tuple(e) for e in found["externals"])
+    return {"installed": list(merged["installed"].values()), "externals": sorted(merged["externals"])}
+
+
+def _vendors(closure: dict) -> Tuple[List[str], List[Tuple[str, str]]]:
+    """The vendor libraries the flavor uses (externals outside /usr):
+    layouts of OS files are laid out again in the image from its own OS
+    packages; layouts of PyPI wheels (Intel MPI) are copied in as they are,
+    the same pinned wheels, at the same path."""
+    layouts, copies = [], []
+    for name, spec, prefix in closure["externals"]:
+        if prefix == "/usr":
+            continue
+        if name not in vendor.every():
+            raise ImageError(f"{spec} at {prefix} is neither an OS package nor a vendor library of "
+                             "setup/vendor.yaml: an image cannot have it")
+        if "pip" in vendor.every()[name]:
+            copies.append((prefix, prefix))
+        else:
+            layouts.append(vendor.layout_script(name, prefix))
+    return layouts, copies
+
+
+def _elf_files(prefix: Path) -> List[Path]:
+    found = []
+    for path in prefix.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            with open(path, "rb") as f:
+                if f.read(4) == b"\x7fELF":
+                    found.append(path)
+    return found
+
+
+def _libraries(elf: Path) -> Dict[str, str]:
+    """What the dynamic loader resolves for a binary: soname -> path (or "")."""
+    proc = subprocess.run(["ldd", str(elf)], text=True, capture_output=True)
+    return {m.group(1): m.group(2) or "" for m in re.finditer(r"^\s*(\S+) => (?:(/\S+)|not found)", proc.stdout,
+                                                              re.M)}
+
+
+def _owner(path: str) -> str:
+    """The Debian package that installed a file ("" if none did). dpkg
+    records some under /lib, others under /usr/lib: both spellings are tried."""
+    real = os.path.realpath(path)
+    for candidate in dict.fromkeys([path, real, real.removeprefix("/usr")]):
+        proc = subprocess.run(["dpkg", "-S", candidate], text=True, capture_output=True)
+        if proc.returncode == 0:
+            return proc.stdout.split(":")[0]
+    return ""
+
+
+def _siblings(package: str, sources: List[str]) -> List[str]:
+    """The installed library packages built from the same source, when that
+    source is one whose libraries load their siblings at run time (MKL)."""
+    source = subprocess.run(["dpkg-query", "-W", "-f=${source:Package}", package],
+                            text=True, capture_output=True).stdout.strip()
+    if source not in sources:
+        return []
+    listing = subprocess.run(["dpkg-query", "-W", "-f=${Package} ${source:Package} ${db:Status-Status}\n"],
+                             text=True, capture_output=True).stdout
+    return [name for name, src, status in (line.split() for line in listing.splitlines())
+            if src == source and status == "installed" and name.startswith("lib") and not name.endswith("-dev")]
+
+
+def runtime_packages(flavor: Flavor, closure: dict, copied: List[str], launcher: str) -> List[str]:
+    """The OS packages the flavor's binaries load, and its MPI's launcher:
+    read off the binaries (ldd, then dpkg), never listed by hand, so that
+    they cannot drift from the build."""
+    inside = [str(paths.prefix() / "software"), *copied]
+    needed, missing = {}, []
+    for node in closure["installed"]:
+        for elf in _elf_files(Path(node["prefix"])):
+            for soname, path in _libraries(elf).items():
+                if not path:
+                    missing.append(f"{soname} (needed by {elf.name})")
+                elif not any(path.startswith(p) for p in inside):
+                    needed[path] = soname
+    if missing:
+        raise ImageError(f"{flavor.module_name}: libraries not found on this host: {', '.join(sorted(set(missing)))}")
+    packages = set()
+    for path in [*needed, *([launcher] if launcher else [])]:
+        owner = _owner(path)
+        if not owner:
+            raise ImageError(f"{flavor.module_name}: {path} belongs to no OS package and to no copied vendor "
+                             "library, so no image can carry it")
+        packages.add(owner)
+    for package in sorted(packages):
+        packages.update(_siblings(package, config()["dlopen_siblings"]))
+    return sorted(packages | set(config()["final_packages"]))
+
+
+def mpi_alternative(flavor: Flavor, mpi: dict) -> str:
+    """The flavor's MPI's own launcher, by its real name (mpirun.mpich), for
+    the image's `mpirun` alternative; "" for an MPI outside the OS (its own
+    bin/ comes first on PATH)."""
+    if mpi["prefix"] != "/usr":
+        return ""
+    path = str(Path(mpi["prefix"]) / "bin" / (flavor.mpi_launcher or "mpirun"))
+    # Through the alternatives links only: their choices are what
+    # update-alternatives takes (mpirun.mpich, itself a link to mpiexec.hydra).
+    while os.path.islink(path) and (path.startswith("/etc/alternatives/") or
+                                    os.readlink(path).startswith("/etc/alternatives/")):
+        path = os.readlink(path)
+    return path
+
+
+def _labels(flavor: Flavor, hashes: List[str], levels: List[Tuple[str, str]], alternative: str) -> dict:
+    return {
+        "org.onestack.flavor": flavor.module_name,
+        "org.onestack.spack-spec": flavor.spack_spec,
+        "org.onestack.spack-hashes": " ".join(hashes),
+        "org.onestack.cpu-levels": " ".join(level for level, _ in levels),
+        "org.onestack.mpi-abi": flavor.mpi_abi,
+        "org.onestack.mpirun": alternative or "the MPI's own bin/mpirun",
+        "org.onestack.spack-commit": _pinned("SPACK_COMMIT"),
+    }
+
+
+def _pinned(key: str) -> str:
+    return re.search(rf"^{key}=(\S+)", (paths.REPO / "setup" / "spack-pins.sh").read_text(), re.M).group(1)
+
+
+def _help(flavor: Flavor, problem) -> str:
+    return (f"{flavor.app.description}\nflavor {flavor.name}: {flavor.compiler}, {flavor.mpi} MPI, {flavor.math}\n"
+            f"  apptainer run <image> <arguments of {flavor.app.program}>\n"
+            f"  apptainer exec <image> mpirun -n <ranks> {flavor.app.program} ...\n"
+            f"  apptainer test <image>: {problem.name} on {problem['ranks']} ranks, checked")
+
+
+def _environment(closure: dict) -> List[Tuple[str, str]]:
+    """What a copied vendor library's module would set (Intel MPI's bin/,
+    I_MPI_ROOT, ...), for the image's %environment."""
+    settings = []
+    for name, _, prefix in closure["externals"]:
+        if name in vendor.every() and "pip" in vendor.every()[name]:
+            layout = vendor.environment(name)
+            settings += [(k, v) for k, v in layout["set"]]
+            settings += [(k, f"{v}:${k}") for k, v in layout["prepend"] if k == "PATH"]
+    return settings
+
+
+def write_context(flavor: Flavor, roots: Dict[str, dict]) -> Path:
+    """The flavor's build context (written beside, then renamed into place)."""
+    root = roots[flavor.spack_spec]
+    builds = dispatch.levels(flavor, roots)
+    hashes = [roots[spec]["hash"] for spec in [flavor.spack_spec, *dict(flavor.levels).values()]
+              if roots.get(spec) and roots[spec]["installed"]] + [roots[DISPATCHER]["hash"]]
+    closure = _closure(hashes)
+    layouts, copies = _vendors(closure)
+    alternative = mpi_alternative(flavor, root["mpi"])
+    final_packages = runtime_packages(flavor, closure, [c for _, c in copies], alternative)
+    out = context_dir(flavor)
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    setup = tmp / "setup"
+    setup.mkdir(parents=True)
+    render.write(CONTAINERS, "apt.sh.j2", setup / "apt.sh", components=config()["components"])
+    (setup / "vendor-layouts.sh").write_text("#!/bin/sh\nset -e\n" + "".join(layouts))
+    _spack_scope(setup / "spack-scope")
+    image_builds = [(level, _in_image(folder)) for level, folder in builds]
+    render.write(paths.REPO / "modulefiles" / "templates", "levels.conf.j2", setup / "levels.conf", flavor=flavor,
+                 levels=image_builds, release="image")
+    render.write(CONTAINERS, "dispatch.sh.j2", setup / "dispatch.sh", folder=DISPATCH_DIR,
+                 dispatcher=f"{_in_image(roots[DISPATCHER]['prefix'])}/bin/{dispatch.DISPATCHER_PROGRAM}",
+                 programs=[*dispatch.programs(builds), dispatch.CHECK])
+    problem = next(iter(problems.load(flavor.app.module).values()))
+    runner.image_test(problem, tmp / "test", TEST_DIR)
+    labels = _labels(flavor, hashes, builds, alternative)
+    values = dict(flavor=flavor, base=base.base_image(apptainer.find()), spack_root=paths.spack_root(),
+                  spack_packages=paths.spack_packages(), site_repo=SITE_REPO, context=str(out), vendor_copies=copies,
+                  build_packages=config()["build_packages"], roots=[f"/{h}" for h in hashes],
+                  closure=[f"/{n['hash']}" for n in closure["installed"]], view=VIEW, final_packages=final_packages,
+                  launcher_alternative=alternative, environment=_environment(closure), help=_help(flavor, problem))
+    # The image carries the digest of what it is made of (its definition
+    # without this label, and the files it copies): unchanged, it is not rebuilt.
+    (tmp / "flavor.def").write_text(render.text(CONTAINERS, "flavor.def.j2", labels=labels, **values))
+    labels["org.onestack.image-inputs"] = _digest(tmp)
+    (tmp / "flavor.def").write_text(render.text(CONTAINERS, "flavor.def.j2", labels=labels, **values))
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.replace(out)
+    return out
+
+
+def _spack_scope(folder: Path) -> None:
+    """The build stage's Spack configuration: install into the image's store
+    from the site buildcache, with the stack's recipes (relocation may run
+    their hooks)."""
+    folder.mkdir()
+    config_files = {
+        "config": {"config": {"install_tree": {"root": STORE, "padded_length": 0}}},
+        "mirrors": {"mirrors:": {scope.BUILDCACHE_MIRROR: {"url": f"file://{BUILDCACHE}", "signed": False,
+                                                           "source": False}}},
+        "repos": {"repos:": {"onestack": "/opt/onestack/packages/spack_repo/onestack",
+                             "builtin": "/opt/spack-packages/repos/spack_repo/builtin"}},
+    }
+    for name, content in config_files.items():
+        (folder / f"{name}.yaml").write_text(yaml.safe_dump(content))
+
+
+def _digest(context: Path) -> str:
+    """What an image is made of: its definition and the files it copies
+    (the definition names the Spack hashes and the OS packages)."""
+    digest = hashlib.sha256()
+    for file in sorted(p for p in context.rglob("*") if p.is_file()):
+        digest.update(file.relative_to(context).as_posix().encode() + file.read_bytes())
+    return digest.hexdigest()
+
+
+def _up_to_date(runner_: apptainer.Apptainer, image: Path, inputs: str) -> bool:
+    if not image.is_file():
+        return False
+    try:
+        return apptainer.inspect(runner_, image).get("org.onestack.image-inputs") == inputs
+    except ImageError:
+        return False
+
+
+def build(flavor: Flavor, roots: Dict[str, dict]) -> Path:
+    """The flavor's signed SIF, rebuilt only when its inputs changed; a
+    failed build leaves the previous image (or none) in place."""
+    hashes = [roots[s]["hash"] for s in [flavor.spack_spec, *dict(flavor.levels).values(), DISPATCHER]
+              if roots.get(s) and roots[s]["installed"]]
+    for root_hash in hashes:
+        spack.run("buildcache", "push", "--update-index", "--unsigned", scope.BUILDCACHE_MIRROR, f"/{root_hash}",
+                  quiet=True)
+    context = write_context(flavor, roots)
+    inputs = re.search(r"org.onestack.image-inputs (\S+)", (context / "flavor.def").read_text()).group(1)
+    runner_ = apptainer.find(keys.signing_env())
+    image = sif_path(flavor)
+    if _up_to_date(runner_, image, inputs):
+        print(f"==> images: {image.name} is up to date")
+        return image
+    print(f"==> images: building {image.name}", flush=True)
+    keys.ensure_site_key(runner_)
+
+    def write(tmp: Path) -> None:
+        runner_.run(["build", "--fakeroot", "--force", "--bind", f"{scope.buildcache_dir()}:{BUILDCACHE}",
+                     tmp, context / "flavor.def"], cwd=context, timeout=apptainer.BUILD_SECONDS)
+        apptainer.sign(runner_, tmp, passphrase=keys.passphrase())
+        apptainer.verify(runner_, tmp)
+
+    return apptainer._replace_atomically(image, write)
+
+
+def build_all(selected: List[Flavor]) -> List[Path]:
+    """Images of the selected flavors that are published and built here; a
+    flavor that cannot have one is named with the reason, the others go on."""
+    from onestack.modules import publish
+
+    built, roots = publish.installed_roots([f for f in selected if f.published])
+    images, refused = [], []
+    for flavor in built:
+        try:
+            images.append(build(flavor, roots))
+        except (ImageError, render.Refused) as err:
+            refused.append(f"{flavor.module_name}: {err}")
+            print(f"==> images: no image of {flavor.module_name}: {err}")
+    if refused and not images:
+        raise ImageError("no image could be built:\n" + "\n".join(refused))
+    return images

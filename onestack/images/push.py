@@ -1,0 +1,58 @@
+"""`make push-images`: every built image into the site's registry as an ORAS
+artifact (`apptainer push oras://...`), which desktop users `apptainer
+pull`. The registry and its credentials are the site's, given by variables
+(a CI job maps its own to them):
+
+  ONESTACK_REGISTRY           host[:port]/path under which images go, e.g. registry.example.org/hpc/onestack
+  ONESTACK_REGISTRY_USER      the account that may push
+  ONESTACK_REGISTRY_PASSWORD  its password or token (never on a command line: stdin)
+  ONESTACK_IMAGE_TAG          the tag (default: latest)
+"""
+
+import os
+import re
+from pathlib import Path
+from typing import List
+
+from onestack.images import ImageError, apptainer, keys
+from onestack.images.flavor import images_dir
+
+VARIABLES = ("ONESTACK_REGISTRY", "ONESTACK_REGISTRY_USER", "ONESTACK_REGISTRY_PASSWORD")
+# What may stand in an oras:// reference: no spaces, no shell, no scheme of its own.
+REFERENCE = re.compile(r"[A-Za-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)*")
+TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
+
+def _settings() -> dict:
+    missing = [v for v in VARIABLES if not os.environ.get(v)]
+    if missing:
+        raise ImageError(f"push-images: set {', '.join(missing)} (the site's registry, see onestack/images/push.py)")
+    registry, tag = os.environ["ONESTACK_REGISTRY"], os.environ.get("ONESTACK_IMAGE_TAG", "latest")
+    if not REFERENCE.fullmatch(registry) or not TAG.fullmatch(tag):
+        raise ImageError(f"push-images: ONESTACK_REGISTRY={registry!r} / ONESTACK_IMAGE_TAG={tag!r}: expected "
+                         "host[:port]/path and a tag of letters, digits, . _ -")
+    return {"registry": registry, "tag": tag}
+
+
+def push_all() -> List[str]:
+    """Each image of `make -s where-images`, verified (never an unsigned or
+    altered one), pushed; returns the references pushed."""
+    settings = _settings()
+    images = sorted(images_dir().glob("*.sif"))
+    if not images:
+        raise ImageError(f"push-images: no image in {images_dir()}: run `make images` first")
+    runner = apptainer.find(keys.signing_env())
+    apptainer.login(runner, settings["registry"].split("/")[0], os.environ["ONESTACK_REGISTRY_USER"],
+                    os.environ["ONESTACK_REGISTRY_PASSWORD"])
+    pushed = []
+    for image in images:
+        reference = f"oras://{settings['registry']}/{image.stem}:{settings['tag']}"
+        apptainer.push(runner, image, reference)
+        print(f"==> push-images: {reference}")
+        pushed.append(reference)
+    return pushed
+
+
+def public_key(dest: Path) -> Path:
+    """The site's public key, for desktop users to verify what they pull."""
+    return keys.export_public_key(apptainer.find(keys.signing_env()), dest)

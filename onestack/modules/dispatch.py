@@ -1,0 +1,82 @@
+"""Each flavor's entry points: one per program, hard links of the
+onestack-dispatch program (its Spack recipe in packages/), and the table of
+the flavor's builds per x86-64 level it picks from at exec time, on the node
+where the program starts. Written into the release, beside its modules."""
+
+import os
+import shutil
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+from onestack import render
+from onestack.spack.environment import DISPATCHER
+from onestack.stack import cpus
+from onestack.stack.flavors import Flavor
+
+TEMPLATES = Path(__file__).resolve().parent.parent.parent / "modulefiles" / "templates"
+DISPATCHER_PROGRAM = "onestack-dispatch"
+CHECK = "onestack-cpu-check"
+
+
+class DispatchError(RuntimeError):
+    pass
+
+
+def levels(flavor: Flavor, roots: Dict[str, dict]) -> List[Tuple[str, str]]:
+    """(level, bin folder) of the flavor's installed builds, lowest first:
+    its baseline build, and each level build that is installed here."""
+    found = [(cpus.baseline_level(), f"{roots[flavor.spack_spec]['prefix']}/bin")]
+    for level, spec in flavor.levels:
+        if roots.get(spec) and roots[spec]["installed"]:
+            found.append((level, f"{roots[spec]['prefix']}/bin"))
+    for _, folder in found:
+        # The table is one line per build, its folder the rest of the line.
+        if "\n" in folder or folder != folder.strip():
+            raise DispatchError(f"{flavor.module_name}: {folder!r} cannot stand in levels.conf")
+    return found
+
+
+def _is_elf(file: Path) -> bool:
+    with open(file, "rb") as handle:
+        return handle.read(4) == b"\x7fELF"
+
+
+def programs(builds: List[Tuple[str, str]]) -> List[str]:
+    """The executables every build has (scripts stay reached through the
+    application's module: they run on any CPU)."""
+    names = None
+    for _, folder in builds:
+        here = {f.name for f in Path(folder).iterdir() if f.is_file() and os.access(f, os.X_OK) and _is_elf(f)}
+        names = here if names is None else names & here
+    return sorted(names or ())
+
+
+def _link(source: Path, target: Path) -> None:
+    """A hard link: the dispatcher names the program by its own path; a
+    copy where the release is on another filesystem than the installs."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def bin_dir(release: Path, flavor: Flavor) -> Path:
+    """The flavor's entry points in a release (its application module puts them first on PATH)."""
+    return release / "dispatch" / flavor.app.module / flavor.name / "bin"
+
+
+def write(release: Path, flavor: Flavor, roots: Dict[str, dict]) -> dict:
+    """The flavor's dispatch folder; what the module needs of it."""
+    builds = levels(flavor, roots)
+    folder = bin_dir(release, flavor).parent
+    (folder / "bin").mkdir(parents=True)
+    dispatcher = Path(roots[DISPATCHER]["prefix"]) / "bin" / DISPATCHER_PROGRAM
+    names = programs(builds)
+    if flavor.app.program not in names:
+        raise DispatchError(f"{flavor.module_name}: {flavor.app.program} is not in every build ({builds})")
+    for name in [*names, CHECK]:
+        _link(dispatcher, folder / "bin" / name)
+    render.write(TEMPLATES, "levels.conf.j2", folder / "levels.conf", flavor=flavor, levels=builds,
+                 release=release.name)
+    return {"bin": str(folder / "bin"), "check": str(folder / "bin" / CHECK), "levels": [lv for lv, _ in builds],
+            "programs": len(names)}

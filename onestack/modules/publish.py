@@ -1,0 +1,295 @@
+"""Publishing the module tree: every release is generated into a folder of its
+own, checked, and only then made live by replacing one symlink (`current`).
+A publish that fails or is killed leaves the live tree untouched.
+
+Spack writes the hierarchy (`spack module lmod refresh`); what Spack lacks is
+written here: the flavor modules (qe/openblas-mpich), the init script, the
+spider cache and the switch between releases.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import time
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import yaml
+
+from onestack import paths, render, spack, stack
+from onestack.modules import abi, dispatch, lmod
+from onestack.spack import vendor
+from onestack.spack.environment import DISPATCHER
+from onestack.stack.flavors import Flavor
+
+TEMPLATES = paths.REPO / "modulefiles" / "templates"
+COMPLETE_MARK = ".complete"
+
+
+class PublishError(RuntimeError):
+    pass
+
+
+def releases_dir() -> Path:
+    return paths.modules_root() / "releases"
+
+
+def current_link() -> Path:
+    return paths.modules_root() / "current"
+
+
+def init_script() -> Path:
+    """The stable path users source; it follows the `current` link."""
+    return current_link() / "init" / "bash"
+
+
+def complete_releases() -> List[Path]:
+    """Published releases, oldest first (names sort by time)."""
+    if not releases_dir().is_dir():
+        return []
+    return sorted(p for p in releases_dir().iterdir() if (p / COMPLETE_MARK).exists())
+
+
+def current_release() -> Path:
+    link = current_link()
+    if not link.is_symlink():
+        raise PublishError(f"no published release yet ({link} does not exist): run `make stack`")
+    return link.resolve()
+
+
+def _render(template: str, out: Path, mode: int = 0o644, **values) -> None:
+    render.write(TEMPLATES, template, out, mode=mode, **values)
+
+
+def _remove_incomplete() -> None:
+    """Leftovers of publishes that failed or were killed: never live, so safe to drop."""
+    if not releases_dir().is_dir():
+        return
+    for release in releases_dir().iterdir():
+        if not (release / COMPLETE_MARK).exists():
+            _make_writable(release)
+            shutil.rmtree(release)
+
+
+def _make_writable(tree: Path) -> None:
+    for dirpath, _, _ in os.walk(tree):
+        os.chmod(dirpath, 0o755)
+
+
+def _make_read_only(tree: Path) -> None:
+    """Users (and their scripts) cannot change a published release."""
+    for dirpath, dirnames, filenames in os.walk(tree):
+        for name in filenames:
+            file = Path(dirpath) / name
+            file.chmod(file.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+        os.chmod(dirpath, 0o555)
+
+
+def _new_release_dir() -> Path:
+    releases_dir().mkdir(parents=True, exist_ok=True)
+    release = releases_dir() / time.strftime("%Y%m%d-%H%M%S")
+    while release.exists():  # two publishes within one second
+        time.sleep(1)
+        release = releases_dir() / time.strftime("%Y%m%d-%H%M%S")
+    release.mkdir()
+    return release
+
+
+def _spack_modules(release: Path, selected: List[Flavor], roots: Dict[str, dict]) -> Dict[str, str]:
+    """Refresh Spack's hierarchy into the release; returns hash -> module name.
+
+    Each flavor's entry points (dispatch.py) go first on PATH in the
+    application module Spack writes for its install (keyed by its hash), not
+    in the flavor module: that one sits in the MPI's branch of the
+    hierarchy, so an MPI swap deactivates or reloads it with its PATH, and
+    the entry points of a build for another MPI never stay behind."""
+    root = release / "spack"
+    scope = release / "spack-scope"
+    scope.mkdir()
+    per_install = {f"/{roots[f.spack_spec]['hash']}": {"environment": {"prepend_path": {
+        "PATH": str(dispatch.bin_dir(release, f))}}} for f in selected}
+    (scope / "modules.yaml").write_text(yaml.safe_dump({"modules": {"default": {
+        "roots": {"lmod": str(root)}, "lmod": per_install}}}))
+    spack.run("-C", str(scope), "module", "lmod", "refresh", "-y", "--delete-tree", quiet=True)
+    index = yaml.safe_load((root / "module-index.yaml").read_text())["module_index"]
+    return {h: entry["use_name"] for h, entry in index.items()}
+
+
+def _core_dirs(release: Path) -> List[Path]:
+    return sorted((release / "spack").glob("*/Core"))
+
+
+def _module_of(names: Dict[str, str], node: dict, flavor: Flavor) -> str:
+    if node["hash"] not in names:
+        raise PublishError(
+            f"{flavor.module_name}: Spack wrote no module for {node['name']}@{node['version']} "
+            f"(hash {node['hash'][:7]}): check modulefiles/modules.yaml include/exclude"
+        )
+    return names[node["hash"]]
+
+
+def installed_roots(selected: List[Flavor]) -> Tuple[List[Flavor], Dict[str, dict]]:
+    """The flavors of selected that are built, and the concrete installed root
+    of each and of each MPI runtime, by abstract spec (spack/inside/flavor_roots.py).
+    A flavor not built here is left out of the release, and said so."""
+    wanted = {f.spack_spec: f.module_name for f in selected}
+    runtimes = {r.spec: r.module_name for r in stack.load().runtimes}
+    runtimes[DISPATCHER] = "the CPU dispatcher (onestack-dispatch)"
+    levels = [spec for f in selected for _, spec in f.levels]
+    roots = spack.query("flavor_roots", json.dumps(list(wanted) + list(runtimes) + levels))
+    for spec, module in runtimes.items():
+        if not roots.get(spec) or not roots[spec]["installed"]:
+            raise PublishError(f"{module}: not installed; run `make stack` to build it")
+    built = [f for f in selected if roots.get(f.spack_spec) and roots[f.spack_spec]["installed"]]
+    for flavor in selected:
+        if flavor not in built:
+            print(f"==> publish: {flavor.module_name} is not built here, left out "
+                  f"(`make stack FLAVORS={flavor.module_name}` builds it)")
+    if not built:
+        raise PublishError("none of the selected flavors is built: run `make stack`")
+    return built, roots
+
+
+def _fingerprint(selected: List[Flavor], roots: Dict[str, dict]) -> str:
+    """What a release is made of: installed hashes and the files that shape modules."""
+    digest = hashlib.sha256()
+    for flavor in selected:
+        digest.update(f"{flavor.module_name}\n".encode())
+    for spec in sorted(s for s in roots if roots[s]):
+        digest.update(f"{spec} {roots[spec]['hash']}\n".encode())
+    # This file too: a change of what publish writes must make a new release.
+    sources = [Path(__file__), paths.REPO / "modulefiles" / "modules.yaml", *sorted(TEMPLATES.iterdir()),
+               *sorted(paths.environments_dir().glob("*.yaml")), vendor.VENDOR, paths.site_dir() / "site.yaml"]
+    for file in sources:
+        digest.update(file.read_bytes())
+    return digest.hexdigest()
+
+
+def _flavor_modules(release: Path, selected: List[Flavor], roots: Dict[str, dict],
+                    names: Dict[str, str]) -> None:
+    for flavor in selected:
+        root = roots[flavor.spack_spec]
+        providers = root["providers"]
+        math_line = ", ".join(
+            f"{v}={providers[v]['name']}@{providers[v]['version']}" for v in flavor.app.math_uses
+        )
+        modules = {k: _module_of(names, root[k], flavor) for k in ("compiler", "mpi")}
+        modules["app"] = _module_of(names, root, flavor)
+        _render("flavor.lua.j2", release / "flavors" / flavor.app.module / f"{flavor.name}.lua",
+                flavor=flavor, root=root, modules=modules, math_line=math_line, release=release.name,
+                source_file=flavor.app.file.relative_to(flavor.app.file.parent.parent), site=stack.load().site,
+                launcher_dir=_launcher_dir(release, flavor), dispatch=dispatch.write(release, flavor, roots))
+
+
+def _launcher_dir(release: Path, flavor: Flavor) -> str:
+    """A folder whose mpirun is the flavor's MPI's own launcher (its
+    `launcher` in components.yaml), or "" when the MPI's mpirun is right."""
+    if not flavor.mpi_launcher:
+        return ""
+    target = shutil.which(flavor.mpi_launcher)
+    if target is None:
+        raise PublishError(f"{flavor.module_name}: the launcher {flavor.mpi_launcher} of MPI '{flavor.mpi}' is "
+                           "not on PATH (environments/components.yaml `launcher`); install that MPI's runtime")
+    folder = release / "launchers" / flavor.mpi / "bin"
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / "mpirun").is_symlink():
+        (folder / "mpirun").symlink_to(target)
+    return str(folder)
+
+
+def _default_flavors(release: Path, selected: List[Flavor]) -> None:
+    """`module load qe` loads the application's default_flavor, when it is
+    published; otherwise Lmod picks the flavor whose name sorts last. Lmod 8.6
+    reads a .modulerc.lua in each module's folder, not at the modulepath's top."""
+    published = {f.module_name for f in selected}
+    for app in {f.app.module: f.app for f in selected}.values():
+        default = f"{app.module}/{app.default_flavor}"
+        if default in published:
+            _render("modulerc.lua.j2", release / "flavors" / app.module / ".modulerc.lua", default=default,
+                    site=stack.load().site)
+
+
+def _runtime_modules(release: Path, roots: Dict[str, dict]) -> List[str]:
+    """mpi-runtime/<name> for each MPI offered as an ABI runtime."""
+    written = []
+    for runtime in stack.load().runtimes:
+        root = roots[runtime.spec]
+        layout = vendor.environment(root["name"])
+        shim = release / "mpi-runtime" / runtime.name
+        abi.link_aliases(runtime.abi, layout["component_dir"] / "lib", shim / "lib")
+        for launcher in ("mpirun", "mpiexec"):
+            _render("mpirun-check.sh.j2", shim / "bin" / launcher, mode=0o755, module=runtime.module_name,
+                    release=release.name,
+                    launcher=layout["component_dir"] / vendor.every()[root["name"]]["launcher"])
+        _render("mpi-runtime.lua.j2", release / "flavors" / "mpi-runtime" / f"{runtime.name}.lua",
+                runtime=runtime, root=root, release=release.name, shim_dir=shim,
+                vendor_env={"set": layout["set"], "prepend": layout["prepend"]})
+        written.append(runtime.module_name)
+    return written
+
+
+def release_manifest(release: Path) -> dict:
+    """What a complete release holds: its flavors and fingerprint."""
+    return json.loads((release / COMPLETE_MARK).read_text())
+
+
+def _init_files(release: Path, example: str) -> None:
+    modulepath = ":".join(str(p) for p in [release / "flavors", *_core_dirs(release)])
+    _render("init-bash.j2", release / "init" / "bash", release=release.name, example=example,
+            lmod_init=lmod.init_dir(), modulepath=modulepath, lmodrc=release / "init" / "lmodrc.lua")
+    _render("lmodrc.lua.j2", release / "init" / "lmodrc.lua", release=release.name,
+            cache_dir=release / "cache")
+
+
+def _switch_current(release: Path) -> None:
+    """Make `release` live with one atomic rename of a symlink."""
+    new_link = current_link().with_name("current.new")
+    if new_link.is_symlink() or new_link.exists():
+        new_link.unlink()
+    new_link.symlink_to(release.relative_to(paths.modules_root()))
+    os.replace(new_link, current_link())
+
+
+def publish(selected: List[Flavor], force: bool = False) -> Path:
+    """Generate, check and switch to a new release of the module tree with the
+    built flavors of selected; nothing is generated when the live release was
+    made from the same inputs (unless forced)."""
+    selected, roots = installed_roots([f for f in selected if f.published])
+    fingerprint = _fingerprint(selected, roots)
+    live = current_link().is_symlink() and release_manifest(current_release())["fingerprint"]
+    if live == fingerprint and not force:
+        print(f"==> publish: release {current_release().name} is live and up to date")
+        return current_release()
+    _remove_incomplete()
+    release = _new_release_dir()
+    print(f"==> publish: generating release {release.name} beside the live tree")
+    names = _spack_modules(release, selected, roots)
+    _flavor_modules(release, selected, roots, names)
+    _default_flavors(release, selected)
+    runtime_modules = _runtime_modules(release, roots)
+    _init_files(release, selected[0].module_name)
+    modulepath = [release / "flavors", *_core_dirs(release)]
+    lmod.check_syntax(modulepath)
+    lmod.build_spider_cache(release / "cache", modulepath)
+    for flavor in selected:
+        lmod.check_loads(release / "init" / "bash", flavor.module_name)
+    manifest = {"flavors": [f.module_name for f in selected], "runtimes": runtime_modules,
+                "fingerprint": fingerprint}
+    (release / COMPLETE_MARK).write_text(json.dumps(manifest, indent=1) + "\n")
+    _make_read_only(release)
+    _switch_current(release)
+    print(f"==> publish: release {release.name} is live")
+    return release
+
+
+def rollback() -> Path:
+    """Make the release before the live one live again."""
+    live = current_release()
+    earlier = [r for r in complete_releases() if r.name < live.name]
+    if not earlier:
+        raise PublishError(f"release {live.name} is the oldest published one: nothing to roll back to")
+    _switch_current(earlier[-1])
+    print(f"==> rollback: release {earlier[-1].name} is live again (was {live.name})")
+    return earlier[-1]

@@ -1,0 +1,181 @@
+"""Test problems as data (tests/problems/<app>/<case>.yaml, schemas/problem):
+an input, a published reference, tolerances and how the program runs; and
+their files laid out in a run's folder."""
+
+import functools
+import hashlib
+import json
+import math
+import re
+import shlex
+import shutil
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from onestack import data, paths
+
+PROBLEMS = "tests/problems"
+
+
+class ProblemError(RuntimeError):
+    """A test problem that failed its checks, or could not run."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    app: str
+    case: str
+    spec: dict = field(repr=False)  # the validated file, defaults filled in
+
+    def __getitem__(self, key):
+        return self.spec[key]
+
+    def get(self, key, default=None):
+        return self.spec.get(key, default)
+
+    @property
+    def name(self) -> str:
+        return f"{self.app}/{self.case}"
+
+    def argv(self) -> List[str]:
+        """The program and its arguments ({input}: the input's file name)."""
+        name = Path(self.spec.get("input", "")).name
+        return [word.replace("{input}", name) for word in shlex.split(self.spec["command"])]
+
+    def sized(self, params: Dict) -> "Problem":
+        """The same problem with other sizes (emulation, the full report)."""
+        return Problem(self.app, self.case, {**self.spec, "params": {**self.spec["params"], **params}})
+
+    def checker_spec(self) -> str:
+        """What the image's checker reads (check.py main): a Python literal."""
+        return repr({"ranks": self.spec["ranks"], "ranks_pattern": self.spec["ranks_pattern"],
+                     "checks": self.spec["checks"]})
+
+
+def _folder() -> Path:
+    return paths.data_root() / PROBLEMS
+
+
+def apps() -> List[str]:
+    """The applications that have test problems (tests/problems/<app>/)."""
+    return sorted(d.name for d in _folder().iterdir() if d.is_dir())
+
+
+@functools.lru_cache(maxsize=None)
+def _load(folder: Path, app: str) -> Dict[str, Problem]:
+    problems = {}
+    for file in sorted((folder / app).glob("*.yaml")):
+        spec = data.load(file, "problem")
+        if spec["app"] != app:
+            raise data.InputError(f"{data.location(file)}: app: '{spec['app']}', but the file is in {app}/")
+        problems[file.stem] = Problem(app, file.stem, spec)
+    return problems
+
+
+def load(app: str, benchmarks: bool = False) -> Dict[str, Problem]:
+    """An application's test problems by case; with benchmarks, also its
+    `benchmark_only` cases (the full report's)."""
+    return {case: p for case, p in _load(_folder(), app).items() if benchmarks or not p["benchmark_only"]}
+
+
+def emulation_problem(app: str) -> Problem:
+    """The problem an app runs under an emulated CPU: the one that states
+    `emulation_params`, with them."""
+    found = [p for p in load(app).values() if "emulation_params" in p.spec]
+    if not found:
+        raise ProblemError(f"{PROBLEMS}/{app}/: no problem states emulation_params: add it to one "
+                           "(its params for one process under qemu; {} for none)")
+    return found[0].sized(found[0]["emulation_params"])
+
+
+def full_size(problem: Problem) -> Problem:
+    """A problem sized for the full report from this machine's memory:
+    N = sqrt(memory_fraction x MemTotal / 8 bytes), a multiple of multiple_of."""
+    memory = int(re.search(r"MemTotal:\s+(\d+) kB", Path("/proc/meminfo").read_text()).group(1)) * 1024
+    params = {}
+    for key, rule in problem["report_params"].items():
+        n = int(math.sqrt(rule["memory_fraction"] * memory / 8))
+        params[key] = n - n % rule["multiple_of"]
+    return problem.sized(params)
+
+
+@functools.lru_cache(maxsize=None)
+def _sources() -> Dict[str, Path]:
+    """Source archives by spec, resolved once per process: one `spack
+    python` over the environment, not one per problem run."""
+    from onestack.spack import mirror  # Spack is needed only for problems taken from a source
+
+    found = {}
+    for source in mirror.needed_sources(include_installed=True):
+        if source["kind"] != "source":
+            continue
+        for root in (paths.mirror(), paths.source_cache()):
+            if (root / source["mirror_path"]).is_file():
+                found.setdefault(source["spec"], root / source["mirror_path"])
+    return found
+
+
+def source_archive(spec: str) -> Path:
+    archive = _sources().get(spec)
+    if archive is None:
+        raise FileNotFoundError(f"no source archive of {spec} in the mirror or source cache: run `make mirror`")
+    return archive
+
+
+def _extract(archive: Path, members: List[str], dest: Path) -> None:
+    """Files or folders (paths below the archive's top folder)."""
+    with tarfile.open(archive) as tar:
+        for member in tar.getmembers():
+            inner = member.name.split("/", 1)[1] if "/" in member.name else ""
+            if any(inner == m or inner.startswith(m.rstrip("/") + "/") for m in members):
+                member.name = inner
+                tar.extract(member, dest, filter="data")
+
+
+def _source_files(problem: Problem) -> Optional[Path]:
+    """The files a problem takes from its source archive, extracted once
+    into the cache (an archive is scanned whole: seconds for QE's) and
+    copied for each run."""
+    if "source" not in problem.spec:
+        return None
+    members = [problem[k] for k in ("input", "reference") if k in problem.spec] + problem["files"]
+    archive = source_archive(problem["source"])
+    key = hashlib.sha256(json.dumps([archive.name, members]).encode()).hexdigest()[:12]
+    folder = paths.cache() / "problem-files" / problem.app / problem.case / key
+    if not folder.is_dir():
+        partial = folder.with_name(folder.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        _extract(archive, members, partial)
+        partial.rename(folder)
+    return folder
+
+
+def prepare(problem: Problem, workdir: Path) -> Path:
+    """Lay out a problem's files in workdir: those it takes from its source
+    archive (input, reference and files), and those it writes itself;
+    returns the folder it runs in."""
+    taken = _source_files(problem)
+    workdir.mkdir(parents=True, exist_ok=True)
+    if taken:
+        shutil.copytree(taken, workdir, dirs_exist_ok=True)
+    for name, replacements in problem["edits"].items():
+        _edit(workdir / name, replacements)
+    for name, text in problem["write"].items():
+        for key, value in problem["params"].items():
+            text = text.replace(f"{{{key}}}", str(value))
+        (workdir / name).write_text(text)
+    return (workdir / problem["input"]).parent if "input" in problem.spec else workdir
+
+
+def _edit(path: Path, replacements: List[List[str]]) -> None:
+    """Each [old, new] must match exactly once, so that an edit never
+    silently misses a changed input."""
+    text = path.read_text()
+    for old, new in replacements:
+        if text.count(old) != 1:
+            raise ProblemError(f"{path.name}: edit {old!r} matches {text.count(old)} times, not once: "
+                               "fix `edits` in the problem file")
+        text = text.replace(old, new)
+    path.write_text(text)

@@ -1,0 +1,89 @@
+"""Every generated file (Lua modules, shell scripts, definition files) comes
+from a Jinja2 template here, and every value a template puts into one goes
+through the filter of that file's language:
+
+- `lua`: a Lua string literal, quotes included ("..." with \\ddd escapes);
+- `lua_comment`: text after `-- ` on every line (a newline would end the comment);
+- `sh`: one shell word (shlex.quote), never expanded ($(...) stays text);
+- `def_line`, `def_lines`: text for an Apptainer definition file, refused
+  (Refused) where a line's first word starts with `%`, which would open a
+  section there whatever quotes surround it (Apptainer's parser reads words,
+  not shell); def_line also refuses a newline (headers, %files, %labels).
+
+Templates are rendered with StrictUndefined (a missing value is an error, not
+an empty string) and without autoescape: the filters above are the escaping,
+chosen per place, as HTML escaping is wrong for Lua or shell.
+"""
+
+import os
+import shlex
+from pathlib import Path
+from typing import Iterable
+
+import jinja2
+
+
+def lua(value) -> str:
+    """A Lua string literal of any text: every byte outside printable ASCII,
+    and the quote and backslash, as a decimal escape (valid in Lua 5.1-5.4)."""
+    out = []
+    for byte in str(value).encode():
+        char = chr(byte)
+        out.append(char if 32 <= byte < 127 and char not in '"\\' else f"\\{byte:03d}")
+    return '"' + "".join(out) + '"'
+
+
+def lua_comment(value) -> str:
+    """Text for after `-- `: each line of it a comment line of its own."""
+    return "\n-- ".join(str(value).splitlines() or [""])
+
+
+class Refused(ValueError):
+    """A value that cannot go into the file at all; the message says why."""
+
+
+def def_lines(value) -> str:
+    text = str(value)
+    for line in text.splitlines():
+        if line.split() and line.split()[0].startswith("%"):
+            raise Refused(f"{line.strip()!r}: a line of a definition file whose first word starts with % "
+                          "opens a section there")
+    return text
+
+
+def def_line(value) -> str:
+    text = str(value)
+    if "\n" in text or "\r" in text:
+        raise Refused(f"{text!r}: a definition file takes this value on one line")
+    return def_lines(text)
+
+
+def sh(value) -> str:
+    return shlex.quote(str(value))
+
+
+def sh_words(values: Iterable) -> str:
+    return " ".join(shlex.quote(str(v)) for v in values)
+
+
+def environment(templates: Path) -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates)), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True, autoescape=False)
+    env.filters.update(lua=lua, lua_comment=lua_comment, sh=sh, sh_words=sh_words, def_line=def_line,
+                       def_lines=def_lines)
+    return env
+
+
+def write(templates: Path, template: str, out: Path, mode: int = 0o644, **values) -> Path:
+    """Render a template into out, atomically (a temporary name, then a rename)."""
+    text = environment(templates).get_template(template).render(**values)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(f".{out.name}.partial")
+    partial.write_text(text)
+    os.chmod(partial, mode)
+    partial.replace(out)
+    return out
+
+
+def text(templates: Path, template: str, **values) -> str:
+    return environment(templates).get_template(template).render(**values)

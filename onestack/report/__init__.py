@@ -1,0 +1,120 @@
+"""The flavor benchmark report (`make report`): every published flavor, the
+benchmark-only builds and the baselines run side by side on the figures of
+the test problems (measure.py), against the measured peak (peak.py), judged
+by the goals of report/goals.yaml (goals.py), with the site default moved
+only beyond the spread of the runs (defaults.py), written as an HTML page
+with charts (page.py) into $ONESTACK_PREFIX/reports/<time>/.
+
+`onestack report qe hpl/mkl-mpich` measures a selection (apps or flavors);
+only a run over all of an app's flavors may change its site default."""
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import List, Optional
+
+from onestack import paths, problems, stack
+from onestack.modules import publish
+from onestack.report import defaults, goals, measure, page, peak
+
+
+def reports_dir() -> Path:
+    return paths.prefix() / "reports"
+
+
+def latest() -> Path:
+    done = sorted(d for d in reports_dir().glob("*") if (d / "index.html").is_file()) if reports_dir().is_dir() else []
+    if not done:
+        raise FileNotFoundError("no report yet: run `make report`")
+    return done[-1]
+
+
+def _selected(contestant: dict, app: str, only: List[str]) -> bool:
+    """Whether a selection (apps or app/flavor names; empty: everything)
+    takes a contestant. The yardsticks of an application (reference,
+    baselines) come with any flavor of it; a native twin with its fat flavor."""
+    if not only or app in only:
+        return True
+    if contestant["kind"] in ("reference", "baseline"):
+        return any(o.startswith(f"{app}/") for o in only)
+    return contestant["name"].removesuffix("-native") in only
+
+
+def _check_selection(only: List[str], published: List[str]) -> None:
+    known = set(problems.apps()) | set(published)
+    unknown = [o for o in only if o not in known]
+    if unknown:
+        raise problems.ProblemError(
+            f"report: {', '.join(unknown)}: neither an application with test problems nor a published flavor "
+            f"(published: {', '.join(published)})")
+
+
+def _measured_cases(app: str, reduced: bool) -> List[problems.Problem]:
+    """The app's cases that have figures. A reduced run checks the report's
+    code path, not the figures (tests/test_problems.py runs every case): its
+    first case only, which keeps it to minutes as the flavors grow."""
+    cases = [p for p in problems.load(app, benchmarks=not reduced).values() if p["figures"]]
+    return cases[:1] if reduced else [problems.full_size(p) for p in cases]
+
+
+def _measure_app(init: Path, app: str, contestants: List[dict], out: Path, reduced: bool, only: List[str],
+                 repeats: int, warmup: bool) -> Optional[dict]:
+    cases = {}
+    for problem in _measured_cases(app, reduced):
+        results = measure.measure_case(init, contestants, problem, out / "runs" / app / problem.case, repeats, warmup)
+        measure.ratios(results, problem)
+        cases[problem.case] = {"results": results, "params": problem["params"], "figures": problem["figures"],
+                               "benchmark": problem["benchmark_only"]}
+    if not cases:
+        return None
+    headline = goals._headline(cases)
+    best = defaults.fastest(headline)
+    default = next(f.module_name for f in stack.load().flavors if f.app.module == app and f.is_default)
+    beyond_noise = best is not None and defaults.clearly_faster(best, default, headline)
+    # Only a full run over all of an app's flavors may name its default.
+    full = not reduced and (not only or app in only)
+    change = defaults.adopt(app, best, f"report {out.name}: fastest beyond the spread of the runs") \
+        if beyond_noise and full else None
+    return {"app": app, "cases": cases, "fastest": best, "default_change": change,
+            "default_note": defaults.note(best, default, beyond_noise, change),
+            "emulated": [] if reduced else measure.emulated(init, contestants, app, out / "emulated")}
+
+
+def make(reduced: bool, only: Optional[List[str]] = None) -> Path:
+    """Run every selected contestant on every case and write the report."""
+    only = only or []
+    init = publish.current_release() / "init" / "bash"
+    published = publish.release_manifest(publish.current_release())["flavors"]
+    _check_selection(only, published)
+    repeats, warmup = (1, False) if reduced else (3, True)
+    out = reports_dir() / time.strftime("%Y%m%d-%H%M%S")
+    out.mkdir(parents=True)
+    cpus = sorted(os.sched_getaffinity(0))
+    before = peak.measure(cpus)
+    everyone = measure.contestants(published)
+    apps = []
+    for app in problems.apps():
+        contestants = [c for c in everyone if c["app"] == app and _selected(c, app, only)]
+        measured = _measure_app(init, app, contestants, out, reduced, only, repeats, warmup) if contestants else None
+        if measured:
+            apps.append(measured)
+    measured_peak = peak.combined(before, peak.measure(cpus))
+    print(f"==> report: measured peak {measured_peak['gflops']:.1f} GFLOPS ({measured_peak['isa']} FMA, "
+          f"{measured_peak['cores']} cores; {len(measured_peak['samples'])} samples before and after the runs: "
+          f"median {measured_peak['median']:.1f}, min {measured_peak['min']:.1f})")
+    for a in apps:
+        for case, measured in a["cases"].items():
+            measured["charts"] = [page.chart(out, a["app"], case, name, how, measured["results"], measured_peak)
+                                  for name, how in measured["figures"].items()]
+    judged = goals.judge(apps, measured_peak)
+    page.write(out, apps=apps, peak=measured_peak, goals=judged, reduced=reduced, repeats=repeats, warmup=warmup,
+               created=out.name, release=publish.current_release().name)
+    (out / "results.json").write_text(json.dumps({"peak": measured_peak, "apps": apps, "goals": judged}, indent=1,
+                                                 default=str))
+    for goal in judged:
+        print(f"==> report: goal {goal['goal']}: {goal['figure']} {goal['verdict']}")
+    for a in apps:
+        print(f"==> report: fastest {a['app']} flavor: {a['fastest']} ({a['default_note']})")
+    print(f"==> report: {out / 'index.html'}")
+    return out

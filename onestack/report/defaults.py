@@ -1,0 +1,80 @@
+"""Which flavor becomes an application's default at this site: the fastest,
+but only when it beats the current default beyond the spread of the runs,
+written into the site's own file (sites/<site>/site.yaml) for review."""
+
+import statistics
+from typing import Dict, Optional
+
+from ruamel.yaml import YAML
+
+from onestack import stack
+from onestack.stack import site
+
+
+def fastest(cases: Dict[str, dict]) -> Optional[str]:
+    """The flavor with the best geometric mean of its ratios over the cases."""
+    by_flavor: Dict[str, list] = {}
+    for case in cases.values():
+        for r in case["results"]:
+            if r["kind"] != "flavor":
+                continue
+            for fig in r.get("figures", {}).values():
+                by_flavor.setdefault(r["label"], []).append(fig["ratio"])
+    if not by_flavor:
+        return None
+    return min(by_flavor, key=lambda k: statistics.geometric_mean(by_flavor[k]))
+
+
+def clearly_faster(challenger: str, default: str, cases: Dict[str, dict]) -> bool:
+    """Whether a flavor beats the current default beyond the spread of the
+    runs: on every figure of the cases, its worst run is better than the
+    default's best. The flavors of one application are often within a few
+    percent of each other, less than a shared virtual CPU's run-to-run
+    spread, and a default must not flip with the noise. A default that was
+    not measured (not built here) is beaten by any measured flavor."""
+    if challenger == default:
+        return False
+    pairs = []
+    for case in cases.values():
+        by_name = {r["name"]: r for r in case["results"]}
+        for name, how in case["figures"].items():
+            new, old = (by_name.get(n, {}).get("figures", {}).get(name) for n in (challenger, default))
+            if old is None:
+                continue
+            higher = how["better"] == "higher"
+            pairs.append(new is not None and (new["min"] > old["max"] if higher else new["max"] < old["min"]))
+    return all(pairs)
+
+
+def note(best: Optional[str], default: str, beyond_noise: bool, change: Optional[str]) -> str:
+    """What the run did to the application's default, in words."""
+    if best is None:
+        return "no flavor measured"
+    if change:
+        return f"written as the site default: {change}; review and commit"
+    if best == default:
+        return "already the site default"
+    if not beyond_noise:
+        return f"not beyond the spread of the runs of the default {default}, which stays"
+    return f"ahead of the default {default} in this run; only a full run over all flavors may change it"
+
+
+def adopt(app: str, module: str, why: str) -> Optional[str]:
+    """Write the fastest flavor as the app's default at this site
+    (default_flavors of the site file, comments kept); returns the change."""
+    file = site.load().file
+    flavor = module.split("/", 1)[1]
+    yaml = YAML()
+    yaml.width = 100
+    document = yaml.load(file.read_text())
+    defaults = document.setdefault("default_flavors", {})
+    if defaults.get(app, {}).get("flavor") == flavor:
+        return None
+    defaults[app] = {"flavor": flavor, "why": why}
+    partial = file.with_suffix(".partial")
+    with open(partial, "w") as handle:
+        yaml.dump(document, handle)
+    partial.replace(file)
+    site._load.cache_clear()
+    stack._load.cache_clear()
+    return f"{file}: default_flavors.{app}: {flavor}"

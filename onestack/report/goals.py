@@ -1,0 +1,128 @@
+"""The report's goals (report/goals.yaml): each judged from the measured
+figures by the function of its kind, with the figure shown and a verdict of
+met, MISSED, or why it was not measured."""
+
+import functools
+import statistics
+from pathlib import Path
+from typing import Dict, List
+
+from onestack import data, paths
+
+GOALS_FILE = "report/goals.yaml"
+
+
+@functools.lru_cache(maxsize=None)
+def _load(file: Path) -> tuple:
+    return tuple(data.load(file, "goals")["goals"])
+
+
+def every() -> List[dict]:
+    return list(_load(paths.data_root() / GOALS_FILE))
+
+
+def _headline(cases: Dict[str, dict]) -> Dict[str, dict]:
+    """The cases the verdicts rest on: the benchmark cases when the run has
+    them. The test-sized ones finish in well under a second, where start-up
+    and the timer's 0.01 s resolution decide the ratio."""
+    benchmarks = {k: v for k, v in cases.items() if v["benchmark"]}
+    return benchmarks or cases
+
+
+def _results(app: dict, figure: str) -> List[dict]:
+    return [r for case in _headline(app["cases"]).values() for r in case["results"] if figure in r["figures"]]
+
+
+def _verdict(goal: dict, value: float) -> str:
+    if "at_least" in goal:
+        return "met" if value >= goal["at_least"] else "MISSED"
+    return "met" if value <= goal["at_most"] else "MISSED"
+
+
+def peak_share(goal: dict, app: dict, peak: dict) -> dict:
+    """Best flavor against the measured peak; not judged when any run beat
+    the peak, as then the peak is what was mismeasured."""
+    results = _results(app, goal["figure"])
+    best = max((r["figures"][goal["figure"]]["median"] for r in results if r["kind"] == "flavor"), default=None)
+    if best is None:
+        return {"figure": "-", "verdict": "not measured: no flavor ran"}
+    fastest_run = max(r["figures"][goal["figure"]]["max"] for r in results)
+    share = best / peak["gflops"]
+    figure = f"{best:.1f} of {peak['gflops']:.1f} GFLOPS = {share:.0%}"
+    if fastest_run > peak["gflops"]:
+        return {"figure": figure,
+                "verdict": f"not judged: a run reached {fastest_run:.1f} GFLOPS, above the measured peak "
+                           f"(samples {peak['min']:.1f}-{peak['gflops']:.1f}): the peak was measured on a busy CPU"}
+    return {"figure": figure, "verdict": _verdict(goal, share)}
+
+
+def flavor_over(goal: dict, app: dict, peak: dict) -> dict:
+    """How many times better the best flavor is than the yardstick (the
+    reference build or a baseline): the geometric mean over the headline cases."""
+    speedups = []
+    for case in _headline(app["cases"]).values():
+        how = case["figures"].get(goal["figure"])
+        values = [(r, r["figures"][goal["figure"]]["median"]) for r in case["results"]
+                  if goal["figure"] in r["figures"]]
+        best = [v for r, v in values if r["kind"] == "flavor"]
+        yardstick = [v for r, v in values if r["kind"] == goal["versus"] or r.get("baseline") == goal["versus"]]
+        if best and yardstick and how:
+            higher = how["better"] == "higher"
+            speedups.append(max(best) / yardstick[0] if higher else yardstick[0] / min(best))
+    if not speedups:
+        failed = [r["error"] for case in app["cases"].values() for r in case["results"]
+                  if r.get("baseline") == goal["versus"] and r["error"]]
+        why = f"{goal['versus']} failed its check: {failed[0]}" if failed else f"{goal['versus']} was not measured"
+        return {"figure": "-", "verdict": f"not measured: {why}"}
+    speedup = statistics.geometric_mean(speedups)
+    return {"figure": f"{speedup:.2f}x over {len(speedups)} case(s)", "verdict": _verdict(goal, speedup)}
+
+
+def native_gap(goal: dict, app: dict, peak: dict) -> dict:
+    """How much slower the fat flavor is than its native twin: the geometric
+    mean over the headline cases and figures of its ratio to the twin's."""
+    gaps, cases = [], []
+    for case, measured in _headline(app["cases"]).items():
+        by_name = {r["name"]: r for r in measured["results"]}
+        for native in (r for r in measured["results"] if r["kind"] == "native"):
+            fat = by_name.get(native["name"].removesuffix("-native"), {})
+            for name, figure in native["figures"].items():
+                if name in fat.get("figures", {}):
+                    gaps.append(fat["figures"][name]["ratio"] / figure["ratio"])
+                    cases.append(f"{case} {name} {gaps[-1] - 1:+.1%}")
+    if not gaps:
+        return {"figure": "-", "verdict": "not measured: no native twin built"}
+    gap = statistics.geometric_mean(gaps) - 1
+    return {"figure": f"{gap:+.1%} ({'; '.join(cases)})", "verdict": _verdict(goal, gap)}
+
+
+def emulated(goal: dict, app: dict, peak: dict) -> dict:
+    """On the emulated generations: the fat build runs on every one, the
+    native build on none of a lower x86-64 level than this machine (on the
+    others it may: a Zen build can run on a Haswell)."""
+    rows = app.get("emulated")
+    if not rows:
+        return {"figure": "-", "verdict": "not measured: no native twin built, or a reduced run"}
+    fat_ok = all(r["fat"]["passed"] for r in rows)
+    native_runs = [r["cpu"] for r in rows if r["native"]["passed"]]
+    older_runs = [r["cpu"] for r in rows if r["older"] and r["native"]["passed"]]
+    figure = (f"fat: {'runs on all ' + str(len(rows)) if fat_ok else 'FAILS on some'}; native runs on: "
+              f"{', '.join(native_runs) or 'none'} (this CPU: x86-64-{paths.host_x86_64_level()})")
+    met = fat_ok and not older_runs and any(r["older"] for r in rows)
+    return {"figure": figure, "verdict": "met" if met else "MISSED"}
+
+
+KINDS = {"peak_share": peak_share, "flavor_over": flavor_over, "native_gap": native_gap, "emulated": emulated}
+
+
+def judge(apps: List[dict], peak: dict) -> List[dict]:
+    """Every goal with its figure and verdict; one of an application the run
+    did not measure says so."""
+    by_app = {a["app"]: a for a in apps}
+    judged = []
+    for goal in every():
+        app = by_app.get(goal["app"])
+        result = KINDS[goal["kind"]](goal, app, peak) if app else \
+            {"figure": "-", "verdict": f"not measured: {goal['app']} not in this run"}
+        judged.append({"goal": goal["goal"], **result})
+    return judged

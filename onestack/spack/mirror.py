@@ -1,0 +1,222 @@
+"""The offline source mirror: fills $ONESTACK_MIRROR with the archives and
+patches the stack needs, by content address, from the places listed in
+setup/offline-sources.yaml, admitting a file only if its sha256 is the one the
+Spack recipe declares; a version the recipe pins by git commit is archived from
+that very commit of a local clone. Spack reads it as a mirror (site scope
+mirrors.yaml)."""
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Dict, List
+
+from onestack import data, paths, spack
+
+OFFLINE_SOURCES = "setup/offline-sources.yaml"
+
+
+class MirrorError(RuntimeError):
+    pass
+
+
+def offline_sources() -> Dict[str, dict]:
+    return data.load(paths.data_root() / OFFLINE_SOURCES, "offline-sources")
+
+
+def sha256_of(file: Path) -> str:
+    digest = hashlib.sha256()
+    with open(file, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def needed_sources(include_installed: bool = False) -> List[dict]:
+    """Downloads the environment's specs need (local file:// sources excluded)."""
+    sources = spack.query("env_sources")
+    return [
+        s
+        for s in sources
+        if not (s["url"] or "").startswith("file:") and (include_installed or not s["installed"])
+    ]
+
+
+def _present(source: dict) -> bool:
+    return any((root / source["mirror_path"]).is_file() for root in (paths.mirror(), paths.source_cache()))
+
+
+def _from_debian(how: dict, workdir: Path) -> Path:
+    proc = subprocess.run(
+        ["apt-get", "source", "--download-only", how["package"]],
+        cwd=workdir, text=True, capture_output=True,
+    )
+    # apt-get fails as a whole when one file of the source package is gone from
+    # the archive (seen: hpcc's debian.tar.xz); the file needed may still be here.
+    if proc.returncode != 0 and not (workdir / how["file"]).is_file():
+        raise MirrorError(
+            f"`apt-get source --download-only {how['package']}` failed: {proc.stderr.strip()[-500:]}\n"
+            "  fix: `make setup` enables deb-src for the apt entries this machine has"
+        )
+    return workdir / how["file"]
+
+
+def _clone(variable: str, what: str) -> str:
+    """The local git clone an environment variable names (never a path in the project)."""
+    clone = os.environ.get(variable)
+    if not clone:
+        raise MirrorError(f"set {variable} to a local git clone that has {what}")
+    return clone
+
+
+def _from_git(how: dict, workdir: Path) -> Path:
+    clone = _clone(how["clone_variable"], f"commit {how['commit']}")
+    out = workdir / how["commit"]
+    with open(out, "wb") as handle:
+        subprocess.run(
+            ["git", "-C", clone, "show", "--format=", "--full-index", how["commit"]],
+            stdout=handle, check=True,
+        )
+    return out
+
+
+def _from_git_tag(how: dict, workdir: Path) -> Path:
+    """A release archive as GitHub serves it for a tag: `git archive` of the tag
+    under <repo>-<version>/, gzipped without a name or time stamp (byte for
+    byte, as the sha256 check then confirms)."""
+    clone = _clone(how["clone_variable"], f"tag {how['tag']}")
+    out = workdir / f"{how['prefix'].rstrip('/')}.tar.gz"
+    archive = subprocess.Popen(["git", "-C", clone, "archive", "--format=tar", f"--prefix={how['prefix']}",
+                                how["tag"]], stdout=subprocess.PIPE)
+    with open(out, "wb") as handle:
+        subprocess.run(["gzip", "-n"], stdin=archive.stdout, stdout=handle, check=True)
+    archive.stdout.close()
+    if archive.wait() != 0:
+        raise MirrorError(f"{how['clone_variable']}={clone} has no tag {how['tag']}")
+    return out
+
+
+_CANDIDATES = {"debian": _from_debian, "git": _from_git, "git_tag": _from_git_tag}
+
+
+def _commit_archive(source: dict, how: dict) -> None:
+    """A version the recipe pins by git commit: the commit is the checksum.
+
+    Spack's mirror keeps such a version as a tar.gz of the commit's tree under
+    one top folder (what `spack mirror create` writes); `git archive` of the
+    commit, resolved in the clone to exactly that id, is that tree."""
+    variable, commit = how["clone_variable"], source["commit"]
+    clone = _clone(variable, f"commit {commit}")
+    proc = subprocess.run(["git", "-C", clone, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"],
+                          text=True, capture_output=True)
+    if proc.returncode != 0 or proc.stdout.strip() != commit:
+        raise MirrorError(f"{variable}={clone} has no commit {commit}: set it to a clone of {source['url']}")
+    target = paths.mirror() / source["mirror_path"]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    subprocess.run(["git", "-C", clone, "archive", "--format=tar.gz", "--prefix=spack-src/",
+                    "--output", str(partial), commit], check=True)
+    partial.replace(target)
+    print(f"==> mirror: admitted {source['spec']} {source['kind']} (git archive of commit {commit} from ${variable})")
+
+
+def _admit(source: dict, how: dict) -> None:
+    """Fetch a candidate, compare its sha256 with the recipe's, and file it."""
+    with tempfile.TemporaryDirectory(dir=paths.cache()) as tmp:
+        kind = next(k for k in _CANDIDATES if k in how)
+        candidate = _CANDIDATES[kind](how[kind], Path(tmp))
+        actual = sha256_of(candidate)
+        if actual != source["sha256"]:
+            raise MirrorError(
+                f"{candidate.name} for {source['spec']} does not match the recipe:\n"
+                f"  recipe sha256: {source['sha256']}\n  file sha256:   {actual}\n"
+                "  not admitted (a checksum is never edited to fit; add a site version instead)"
+            )
+        target = paths.mirror() / source["mirror_path"]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(candidate, target.with_suffix(".partial"))
+        target.with_suffix(".partial").replace(target)
+        print(f"==> mirror: admitted {source['spec']} {source['kind']} ({candidate.name}, sha256 verified)")
+
+
+def fill(require_all: bool = False, rebuild: bool = False) -> None:
+    """Bring every missing source into the mirror; report what is still missing.
+
+    With require_all (offline builds), a source that is neither in the mirror
+    nor obtainable here is an error naming it; otherwise Spack downloads it.
+    With rebuild, installed specs count too (a from-scratch rebuild needs them).
+    """
+    known: Dict[str, dict] = offline_sources()
+    missing, failed = [], []
+    for source in needed_sources(include_installed=rebuild):
+        if _present(source):
+            continue
+        how = known.get(source["sha256"] or source["commit"])
+        if how is None:
+            missing.append(source)
+            continue
+        try:
+            if source["commit"]:
+                _commit_archive(source, how["git_archive"])
+            else:
+                _admit(source, how)
+        except MirrorError as err:
+            failed.append(f"{source['spec']} {source['kind']}: {err}")
+            missing.append(source)
+    for message in failed:
+        print(f"==> mirror: {message}")
+    if not missing:
+        print("==> mirror: every source the stack needs is in the mirror or already installed")
+        return
+    lines = [
+        f"  {s['spec']} {s['kind']}: {s['url']}\n    "
+        f"{'sha256 ' + s['sha256'] if s['sha256'] else 'git commit ' + s['commit']} -> {paths.mirror() / s['mirror_path']}"
+        for s in missing
+    ]
+    report = "sources not in the mirror:\n" + "\n".join(lines)
+    if require_all:
+        raise MirrorError(
+            report + "\n  fix: put each file (with that sha256, or an archive of that commit) at that path, "
+            "or list where to get it in "
+            f"{OFFLINE_SOURCES}, then run `make mirror`"
+        )
+    print(f"==> mirror: {report}\n==> mirror: Spack will download these from upstream")
+
+
+def _in_mirror(key: str) -> bool:
+    """Whether the mirror (or Spack's own download cache) holds the file of
+    a key (a sha256 or a commit), by Spack's content-addressed names."""
+    pattern = f"archive/{key[:2]}/{key}*" if len(key) == 64 else f"git/**/{key}.tar.gz"
+    return any(any((root / "_source-cache").glob(pattern)) for root in (paths.mirror(), paths.source_cache()))
+
+
+def _obtainable(how: dict) -> str:
+    """How a source will be obtained here, or "" when it cannot be offline."""
+    kind = next(k for k in ("debian", "git", "git_tag", "git_archive") if k in how)
+    if kind == "debian":
+        proc = subprocess.run(["apt-cache", "showsrc", how[kind]["package"]], text=True, capture_output=True)
+        return f"apt-get source {how[kind]['package']}" if proc.stdout.strip() else ""
+    variable = how[kind]["clone_variable"]
+    return f"${variable}" if os.environ.get(variable) else ""
+
+
+def check_obtainable(offline: bool) -> None:
+    """Set-up's table of every source a rebuild needs and how it is obtained:
+    from the mirror, from the archive or a clone, else from upstream (online)
+    or, offline, an error naming the variable to set before anything builds."""
+    missing = []
+    print("==> sources a rebuild needs (setup/offline-sources.yaml):")
+    for key, how in offline_sources().items():
+        found = "in the mirror" if _in_mirror(key) else _obtainable(how)
+        if not found:
+            variable = next((v["clone_variable"] for v in how.values() if isinstance(v, dict) and
+                             "clone_variable" in v), None)
+            found = "MISSING" if offline else "from upstream (Spack downloads it)"
+            missing.append(f"{how['what']}: " + (f"set {variable} to a local git clone of it" if variable else
+                                                 "enable deb-src in the apt sources (make setup does)"))
+        print(f"    {how['what'][:72]:72}  {found}")
+    if offline and missing:
+        raise MirrorError("offline (ONESTACK_OFFLINE=1), and these sources cannot be had:\n  "
+                          + "\n  ".join(missing) + "\n  (the README's table names each clone)")

@@ -1,0 +1,97 @@
+"""The site scope: this machine's facts for Spack, kept outside the
+repository ($ONESTACK_SITE_SCOPE): externals detected by `spack external
+find`, the vendor libraries of setup/vendor.yaml, the source mirror and the
+site buildcache."""
+
+import hashlib
+import subprocess
+from pathlib import Path
+from typing import List
+
+import yaml
+
+from onestack import data, paths, spack
+from onestack.spack import vendor
+
+BUILDCACHE_MIRROR = "onestack-buildcache"
+
+
+def scope_dir() -> Path:
+    return paths.site_scope()
+
+
+def _scope_name() -> str:
+    """How Spack names the site scope included by spack.yaml."""
+    return f"env:{paths.REPO}:{scope_dir()}"
+
+
+def detect_externals() -> None:
+    """Run `spack external find` once per change of setup/externals.yaml or
+    of the site recipes (which hold the detection of the libraries)."""
+    wanted = data.load(paths.data_root() / "setup" / "externals.yaml", "externals")
+    packages = wanted["libraries"] + wanted["build_tools"]
+    stamp = scope_dir() / ".externals-detected"
+    digest = hashlib.sha256(" ".join(packages).encode())
+    for recipe in sorted((paths.REPO / "packages").rglob("package.py")):
+        digest.update(recipe.read_bytes())
+    if stamp.is_file() and stamp.read_text() == digest.hexdigest() and (scope_dir() / "packages.yaml").is_file():
+        print("==> site scope: externals already detected")
+        return
+    scope_dir().mkdir(parents=True, exist_ok=True)
+    # From scratch: `spack external find` adds to what is there, and an entry
+    # detected by an older recipe would stay beside the new ones.
+    (scope_dir() / "packages.yaml").unlink(missing_ok=True)
+    spack.run("external", "find", "--scope", _scope_name(), *packages, quiet=True)
+    # Spack gives each package 60 s and skips a slower one without a word
+    # (only `spack -d` says so): on a fresh machine Open MPI's cold
+    # `ompi_info -a` took longer, and Open MPI was then built from source.
+    # The caches are warm for a second try; what is still missing is an error.
+    missing = _undetected(wanted["libraries"])
+    if missing:
+        spack.run("external", "find", "--scope", _scope_name(), *missing, quiet=True)
+    missing = _undetected(wanted["libraries"])
+    if missing:
+        raise paths.SetupError(
+            f"setup/externals.yaml libraries: `spack external find` did not detect {', '.join(missing)}; "
+            "install their Debian packages (setup/apt-packages.txt) and run `make setup` again")
+    stamp.write_text(digest.hexdigest())
+    print(f"==> site scope: externals detected into {scope_dir() / 'packages.yaml'}")
+
+
+def _undetected(libraries: List[str]) -> List[str]:
+    """The libraries no configuration scope has an external of. Not the site
+    scope alone: `spack external find` writes nothing for an external another
+    scope declares already (gcc, in spack.yaml)."""
+    proc = subprocess.run(spack.command("config", "get", "packages"), text=True, capture_output=True, check=True)
+    found = yaml.safe_load(proc.stdout).get("packages", {})
+    return [lib for lib in libraries if not found.get(lib, {}).get("externals")]
+
+
+def buildcache_dir() -> Path:
+    """Binaries of the stack's installs: images install from it, `spack ci`
+    jobs push to it (the site's own, outside the repository)."""
+    return paths.cache() / "buildcache"
+
+
+def buildcache_signed() -> bool:
+    """Sign where a signing key is configured (`spack gpg create` or import)."""
+    proc = subprocess.run(spack.command("gpg", "list", "--signing"), text=True, capture_output=True)
+    return proc.returncode == 0 and "sec" in proc.stdout
+
+
+def write_mirror_config() -> None:
+    """Point Spack at the local source mirror (sources only) and the site
+    buildcache (binaries only)."""
+    config = {"mirrors": {
+        "onestack-sources": {"url": f"file://{paths.mirror()}", "signed": False, "binary": False},
+        BUILDCACHE_MIRROR: {"url": f"file://{buildcache_dir()}", "signed": buildcache_signed(), "source": False},
+    }}
+    scope_dir().mkdir(parents=True, exist_ok=True)
+    paths.mirror().mkdir(parents=True, exist_ok=True)
+    buildcache_dir().mkdir(parents=True, exist_ok=True)
+    (scope_dir() / "mirrors.yaml").write_text(yaml.safe_dump(config))
+
+
+def install_vendors() -> None:
+    """Lay out the vendor libraries and declare them as Spack externals."""
+    vendor.install_all(scope_dir())

@@ -1,0 +1,136 @@
+"""Vendor libraries no Spack download can provide here (setup/vendor.yaml),
+laid out under $ONESTACK_PREFIX/vendor/<spack package>/ the way Spack's
+recipes expect (<prefix>/<component>/<component_version>/ for oneAPI ones),
+with the env/vars.sh Spack reads to write their modules, and declared as
+externals in the site scope."""
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+import yaml
+
+from onestack import data, paths, render
+
+VENDOR = paths.REPO / "setup" / "vendor.yaml"
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+@functools.lru_cache(maxsize=None)
+def _every(file: Path) -> Dict[str, dict]:
+    return data.load(file, "vendor")
+
+
+def every() -> Dict[str, dict]:
+    return _every(paths.data_root() / "setup" / "vendor.yaml")
+
+
+def prefix_of(package: str) -> Path:
+    return paths.prefix() / "vendor" / package
+
+
+def component_dir(package: str, how: dict, prefix: Path) -> Path:
+    """Where the files go: the oneAPI layout for oneAPI recipes, else the
+    prefix itself (whose lib/ Spack then rpaths into its dependents)."""
+    return prefix / how["component"] / str(how["component_version"]) if "component" in how else prefix
+
+
+def _link_into(component: Path, targets: dict) -> None:
+    """Link each name to its target; a target with a wildcard links each file
+    it matches into the folder `name`, so that a vendor prefix exposes only its
+    own files, never a whole system folder (where another MPI's libmpi.so lives)."""
+    for name, target in targets.items():
+        matches = sorted(Path("/").glob(str(target).lstrip("/"))) if "*" in str(target) else None
+        links = [(component / name / m.name, m) for m in matches] if matches is not None \
+            else [(component / name, target)]
+        for link, to in links:
+            link.parent.mkdir(parents=True, exist_ok=True)
+            if not link.is_symlink():
+                link.symlink_to(to)
+
+
+def _link_wheels(component: Path, wheels: Path, links: dict) -> None:
+    """Link each top folder of the wheels' prefix into the component; a folder
+    that `links` adds to (e.g. include/gfortran) is made real, its entries
+    linked one by one, so that the added link never lands in the wheels' tree."""
+    extended = {name.split("/")[0] for name in links if "/" in name}
+    for entry in wheels.iterdir():
+        if entry.name in extended:
+            _link_into(component / entry.name, {child.name: child for child in entry.iterdir()})
+        else:
+            _link_into(component, {entry.name: entry})
+
+
+def vars_sh(package: str, how: dict) -> str:
+    return render.text(TEMPLATES, "vendor-vars.sh.j2", package=package, version=how["version"],
+                       set=how["set"], prepend=how["prepend"])
+
+
+def _lay_out(package: str, how: dict) -> None:
+    """Lay out the component: PyPI wheels or OS files, plus env/vars.sh."""
+    prefix = prefix_of(package)
+    stamp = prefix / ".installed"
+    recipe = yaml.safe_dump(how)
+    if stamp.is_file() and stamp.read_text() == recipe:
+        print(f"==> vendor: {package}@{how['version']} already laid out")
+        return
+    component = component_dir(package, how, prefix)
+    if stamp.is_file() and component != prefix:
+        shutil.rmtree(component)  # a changed layout replaces the old links, never writes through them
+    component.mkdir(parents=True, exist_ok=True)
+    links = {name: prefix / target for name, target in how["links"].items()}  # absolute stays absolute
+    if "pip" in how:
+        wheels = prefix / "pypi"
+        print(f"==> vendor: pip install {' '.join(how['pip'])} into {wheels}")
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                        "--prefix", str(wheels), *how["pip"]], check=True)
+        _link_wheels(component, wheels, links)
+    _link_into(component, links)
+    (component / "env").mkdir(exist_ok=True)
+    (component / "env" / "vars.sh").write_text(vars_sh(package, how))
+    stamp.write_text(recipe)
+    print(f"==> vendor: {package}@{how['version']} laid out in {component}")
+
+
+def environment(package: str) -> Dict[str, list]:
+    """A vendor library's environment as absolute paths (for the modules
+    Spack does not write, e.g. mpi-runtime/*), and its component folder."""
+    how = every()[package]
+    component = component_dir(package, how, prefix_of(package))
+    return {"component_dir": component,
+            "set": [(k, os.path.normpath(component / v)) for k, v in how["set"].items()],
+            "prepend": [(k, str(component / v)) for k, v in how["prepend"].items()]}
+
+
+def externals_of(package: str, prefix: str) -> List[dict]:
+    """A vendor library's Spack external declarations, at prefix."""
+    how = every()[package]
+    return [{"spec": f"{package}@{how['version']} {variants}".strip(), "prefix": prefix} for variants in how["specs"]]
+
+
+def layout_script(package: str, prefix: str) -> str:
+    """Shell lines that lay a vendor library out at prefix as _lay_out does,
+    for a container's build stage (which has the OS packages, not onestack).
+    Only layouts of OS files: a PyPI wheel is not an OS package."""
+    how = every()[package]
+    if "pip" in how:
+        raise ValueError(f"{package} comes from PyPI wheels ({', '.join(how['pip'])}), not OS packages")
+    return render.text(TEMPLATES, "vendor-layout.sh.j2", package=package, version=how["version"],
+                       component=str(component_dir(package, how, Path(prefix))), links=how["links"],
+                       vars_sh=vars_sh(package, how))
+
+
+def install_all(scope_dir: Path) -> None:
+    """Lay out every vendor library and declare it as a Spack external."""
+    for package, how in every().items():
+        _lay_out(package, how)
+    packages_yaml = scope_dir / "packages.yaml"
+    config = yaml.safe_load(packages_yaml.read_text()) if packages_yaml.is_file() else {"packages": {}}
+    for package in every():
+        config["packages"][package] = {"externals": externals_of(package, str(prefix_of(package))),
+                                       "buildable": False}
+    packages_yaml.write_text(yaml.safe_dump(config, sort_keys=False))

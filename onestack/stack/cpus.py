@@ -1,0 +1,57 @@
+"""The site's CPU generations (environments/cpus.yaml): the baseline every
+package is built for, the x86-64 levels the dispatcher chooses between, and
+the compilers' own multi-path flags derived from the same list."""
+
+import functools
+from pathlib import Path
+from typing import List
+
+from onestack import data, paths
+
+CPUS_FILE = "cpus.yaml"
+
+
+@functools.lru_cache(maxsize=None)
+def _generations(file: Path) -> tuple:
+    return tuple(data.load(file, "cpus")["generations"])
+
+
+def generations() -> List[dict]:
+    """Oldest (the build baseline) first."""
+    return list(_generations(paths.environments_dir() / CPUS_FILE))
+
+
+def baseline_target() -> str:
+    """Spack's target for every package: the oldest generation's."""
+    return generations()[0]["spack_target"]
+
+
+def intel_ax_flag(every: List[dict]) -> str:
+    """Intel's automatic CPU dispatch over every generation, newest first
+    (-ax with only some of them yields those paths plus a generic one)."""
+    return "-ax" + ",".join(g["intel_ax"] for g in reversed(every))
+
+
+def fat_flags(template: str) -> str:
+    """A compiler's fat_flags with the site's CPU generations filled in."""
+    every = generations()
+    return template.format(intel_ax=intel_ax_flag(every), nvhpc_tp=every[0]["nvhpc_tp"])
+
+
+def level_name(x86_64_level: str) -> str:
+    """GCC's -march name of a psABI level (v3 -> x86-64-v3), the dispatcher's."""
+    return "x86-64" if x86_64_level == "v1" else f"x86-64-{x86_64_level}"
+
+
+def newer_levels() -> List[tuple]:
+    """The x86-64 levels of the site's generations above the baseline's, as
+    (dispatcher name, Spack target): a flavor's extra builds. Spack's
+    x86_64_vN targets give -march=x86-64-vN, exactly the level the
+    dispatcher tests for (haswell or skylake_avx512 would add more)."""
+    every = generations()
+    above = sorted({g["x86_64_level"] for g in every} - {every[0]["x86_64_level"]})
+    return [(level_name(level), f"x86_64_{level}") for level in above]
+
+
+def baseline_level() -> str:
+    return level_name(generations()[0]["x86_64_level"])

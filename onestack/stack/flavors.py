@@ -1,0 +1,361 @@
+"""The stack's flavors: environments/components.yaml (compilers, MPIs, math
+libraries) and one environments/<app>.yaml per application, with the
+selected site's facts (what it cannot have, its fabric, its defaults).
+
+Everything is validated (schemas/, then the cross-references below) before
+Spack sees it; an error names the file, the key and what is allowed. A
+Flavor is a complete value, computed once: its Spack spec, runtime settings
+and whether the site can build it.
+"""
+
+import shlex
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from onestack import data, paths
+from onestack.stack import cpus
+from onestack.stack.site import Site
+
+COMPONENTS_FILE = "components.yaml"
+MATH_INTERFACES = ("blas", "lapack", "scalapack", "fftw-api")
+InputError = data.InputError
+
+
+@dataclass(frozen=True)
+class Setting:
+    """An environment variable a module sets, with the reason shown to users."""
+
+    name: str
+    value: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Application:
+    file: Path
+    module: str
+    spack: str
+    variants: str
+    description: str
+    usage: str
+    program: str  # the main executable: what its container image runs
+    default_flavor: str  # the site's measured default, else the stack's
+    build: Tuple[str, ...]
+    ci_build: Tuple[str, ...]  # the part of build a fresh machine builds for `make test`
+    math_uses: Tuple[str, ...]  # the math interfaces it links, e.g. ("blas",) for HPL
+    baselines: Tuple[Tuple[str, dict], ...] = ()  # what users would pick instead, for the report
+    levels_build: Tuple[str, ...] = ()  # flavors built for each newer x86-64 level too (make stack)
+    levels_ci_build: Tuple[str, ...] = ()  # the part of those a fresh machine's `make test` builds
+
+    @property
+    def package(self) -> str:
+        """The Spack package name, e.g. quantum-espresso."""
+        return self.spack.split("@")[0].split()[0]
+
+
+@dataclass(frozen=True)
+class Flavor:
+    app: Application
+    name: str
+    compiler: str
+    mpi: str
+    mpi_abi: str
+    math: str
+    spack_spec: str  # the abstract Spack spec that builds it
+    providers: Tuple[Tuple[str, str], ...]  # (virtual, package) of what the application links
+    env: Tuple[Setting, ...]  # runtime settings of its MPI (on the site's fabric) and math library
+    unavailable: Tuple[str, ...] = ()  # why the site cannot build it (empty: it can)
+    fat_flags: str = ""  # compiler flags for every CPU generation's code path
+    mpi_launcher: str = ""  # the MPI's own launcher, offered as mpirun (empty: the MPI's mpirun)
+    kind: str = "flavor"  # flavor (offered), reference (benchmark baseline) or native (twin)
+    # (dispatcher level name, Spack spec) of its builds for the newer x86-64
+    # levels, when the application lists it under `levels`
+    levels: Tuple[Tuple[str, str], ...] = ()
+
+    @property
+    def published(self) -> bool:
+        """Offered to users as a module (the benchmark-only builds are not)."""
+        return self.kind == "flavor"
+
+    @property
+    def reference(self) -> bool:
+        return self.kind == "reference"
+
+    @property
+    def native(self) -> bool:
+        return self.kind == "native"
+
+    @property
+    def module_name(self) -> str:
+        """What users load, e.g. qe/openblas-mpich."""
+        return f"{self.app.module}/{self.name}"
+
+    @property
+    def is_default(self) -> bool:
+        return self.name == self.app.default_flavor
+
+    def specs(self, ci: bool = False) -> List[str]:
+        """What Spack builds for it: its spec, and its level builds where the
+        application's `levels` lists it (with ci: `levels.ci_build`)."""
+        wanted = self.app.levels_ci_build if ci else self.app.levels_build
+        return [self.spack_spec] + [spec for _, spec in self.levels if self.name in wanted]
+
+    def projection(self) -> Dict[str, str]:
+        """Spack module projection naming this flavor's application module.
+
+        The MPI and compiler are already levels of the Lmod hierarchy, so the
+        math library is what tells two flavors apart inside one MPI branch.
+        """
+        virtual, package = self.providers[0]  # blas for QE and HPL, fftw-api for LAMMPS
+        return {f"{self.app.package} ^[virtuals={virtual}] {package}": f"{{name}}/{{version}}-{self.math}"}
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """An MPI offered as a runtime for the other members of its ABI family."""
+
+    name: str
+    spec: str
+    abi: str
+    env: Tuple[Setting, ...]
+
+    @property
+    def module_name(self) -> str:
+        return f"mpi-runtime/{self.name}"
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """Every flavor of every application, and the MPI runtimes, for one site."""
+
+    site: Site
+    flavors: Tuple[Flavor, ...]
+    runtimes: Tuple[Runtime, ...]
+    components: dict = field(repr=False)
+
+    def select(self, wanted: Optional[List[str]] = None, ci: bool = False) -> List[Flavor]:
+        """The flavors to build: those named (app/flavor), else each app's
+        `build` list and the measured-only builds (with ci: `ci_build`),
+        leaving out what the site cannot have."""
+        if not wanted:
+            chosen = [f for f in self.flavors
+                      if f.name in (f.app.ci_build if ci else f.app.build) or (not ci and not f.published)]
+            return [f for f in chosen if not f.unavailable]
+        by_name = {f.module_name: f for f in self.flavors}
+        unknown = [w for w in wanted if w not in by_name]
+        if unknown:
+            raise InputError(f"unknown flavor(s) {', '.join(unknown)}; the flavors defined in "
+                             f"{data.location(paths.environments_dir())}/ are: {', '.join(sorted(by_name))}")
+        return [by_name[w] for w in wanted]
+
+    def flavor(self, module_name: str) -> Flavor:
+        return self.select([module_name])[0]
+
+
+def merge_variants(base: str, override: str) -> str:
+    """Spack variants of base, each replaced by override's variant of the same
+    name; quoted values (fflags="-O2 -g") stay one variant."""
+    def name(token: str) -> str:
+        return token.lstrip("+~").split("=")[0]
+
+    def quoted(token: str) -> str:
+        key, _, value = token.partition("=")
+        return f'{key}="{value}"' if " " in value else token
+
+    replaced = {name(t) for t in shlex.split(override)}
+    tokens = [t for t in shlex.split(base) if name(t) not in replaced] + shlex.split(override)
+    return " ".join(quoted(t) for t in tokens)
+
+
+def _check_flags(file: Path, key: str, variants: str) -> None:
+    """GFortran's -fdefault-real-8 also promotes DOUBLE PRECISION to 16-byte
+    quad precision, done in software (libquadmath): 20x slower. Only with
+    -fdefault-double-8 beside it does it mean what its users want."""
+    if "-fdefault-real-8" in variants and "-fdefault-double-8" not in variants:
+        raise InputError(f"{data.location(file)}: {key}: -fdefault-real-8 without -fdefault-double-8 turns DOUBLE "
+                         "PRECISION into software quad precision (20x slower); add -fdefault-double-8")
+
+
+# Flags that make a compiler emit one code path, for one CPU: a fat binary
+# asked for by environments/cpus.yaml would silently become a thin one.
+SINGLE_PATH_FLAGS = ("-march=", "-mcpu=", "-xHost", "-fast", "-tp=host", "-tp=native")
+
+
+def _check_single_path(file: Path, key: str, variants: str) -> None:
+    found = [flag for flag in SINGLE_PATH_FLAGS if flag in variants]
+    if found:
+        raise InputError(
+            f"{data.location(file)}: {key}: {found[0]} builds a single code path (one CPU), where every "
+            "flavor is a fat binary for the generations of environments/cpus.yaml; remove it (the "
+            "compiler's fat_flags in components.yaml and Spack's target set the paths)")
+
+
+def _check_choice(file: Path, key: str, value: str, allowed, what: str, where: str) -> None:
+    if value not in allowed:
+        raise InputError(f"{data.location(file)}: {key}: unknown {what} '{value}'; "
+                         f"allowed: {', '.join(sorted(allowed)) or '(none)'} ({where})")
+
+
+def _settings(*envs: dict) -> Tuple[Setting, ...]:
+    return tuple(Setting(name, s["value"], " ".join(s["why"].split())) for env in envs for name, s in env.items())
+
+
+def _check_components(file: Path, components: dict, site: Site) -> None:
+    """Each MPI says how it runs on every fabric; the site names known ones."""
+    fabrics = components["fabrics"]
+    for name, mpi in components["mpis"].items():
+        missing = [f for f in fabrics if f not in mpi["fabrics"]]
+        if missing:
+            raise InputError(f"{data.location(file)}: mpis.{name}.fabrics: no entry for {', '.join(missing)}; "
+                             f"every MPI says how it runs on each of fabrics ({', '.join(fabrics)})")
+    _check_choice(site.file, "fabric", site.fabric, fabrics, "fabric", f"fabrics of {data.location(file)}")
+    for kind, names in site.unavailable.items():
+        for name in names:
+            _check_choice(site.file, f"unavailable.{kind}.{name}", name, components[kind], kind.rstrip("s"),
+                          f"{kind} of {data.location(file)}")
+    for name, compiler in components["compilers"].items():
+        if site.why_unavailable("compilers", name) and "site_external" not in compiler:
+            raise InputError(f"{data.location(file)}: compilers.{name}: unavailable at site '{site.name}', so it "
+                             "needs 'site_external' beside it: where a site that has it has it (Spack 1.x "
+                             "concretizes only against an installed or external compiler)")
+
+
+def _mpi_spec(mpi: dict, fabric: str) -> str:
+    return f"{mpi['spec']} {mpi['fabrics'][fabric]['variants']}".strip()
+
+
+def _spack_spec(app: Application, entry: dict, components: dict, site: Site, providers, target: str) -> str:
+    """The abstract Spack spec of one cell. Every flavor names its target:
+    the site's oldest CPU generation (a preference alone lets reuse pick an
+    install built for another CPU), or this machine's for a native twin; it
+    goes before the %compiler, as what follows that constrains the compiler."""
+    compiler = components["compilers"][entry["compiler"]]
+    by_package: Dict[str, List[str]] = {}
+    for virtual, package in providers:
+        by_package.setdefault(package, []).append(virtual)
+    deps = [f"^[virtuals=mpi] {_mpi_spec(components['mpis'][entry['mpi']], site.fabric)}"] + [
+        f"^[virtuals={','.join(virtuals)}] {package}" for package, virtuals in by_package.items()]
+    variants = merge_variants(app.variants, entry["variants"])
+    flags = cpus.fat_flags(compiler["fat_flags"])
+    if flags:
+        variants = merge_variants(variants, " ".join(f'{n}="{flags}"' for n in ("cflags", "cxxflags", "fflags")))
+    return " ".join(p for p in [app.spack, variants, f"target={target}", f"%{compiler['spec']}", *deps] if p)
+
+
+def _flavor(file: Path, app: Application, kind: str, name: str, entry: dict, components: dict,
+            site: Site) -> Flavor:
+    """One cell of the matrix, checked against the components."""
+    key = f"{'reference' if kind == 'reference' else 'flavors'}.{name}"
+    where = f"defined in {data.location(file.parent / COMPONENTS_FILE)}"
+    _check_flags(file, f"{key}.variants", merge_variants(app.variants, entry["variants"]))
+    _check_single_path(file, f"{key}.variants", entry["variants"])
+    _check_choice(file, f"{key}.compiler", entry["compiler"], components["compilers"], "compiler", where)
+    _check_choice(file, f"{key}.mpi", entry["mpi"], components["mpis"], "MPI", where)
+    _check_choice(file, f"{key}.math", entry["math"], components["math"], "math library", where)
+    mpi, math = components["mpis"][entry["mpi"]], components["math"][entry["math"]]
+    if math["reference_only"] != (kind == "reference"):
+        raise InputError(
+            f"{data.location(file)}: {key}.math: '{entry['math']}' is "
+            + ("a reference library (reference_only in components.yaml): 1.6x-5x slower and unstable "
+               "in the site's measurements, so it may only be the application's `reference`"
+               if kind != "reference" else
+               "a production library; the reference is the baseline the report compares "
+               "flavors against, so it takes a reference_only library (e.g. netlib)"))
+    # Only what the application links: Spack refuses a provider of a virtual
+    # the package does not depend on.
+    providers = tuple((v, p) for v, p in math["providers"].items() if v in app.math_uses)
+    target = paths.host_target() if kind == "native" else cpus.baseline_target()
+    levels = tuple((level, _spack_spec(app, entry, components, site, providers, level_target))
+                   for level, level_target in cpus.newer_levels()) if kind == "flavor" else ()
+    return Flavor(
+        app=app, name=name, compiler=entry["compiler"], mpi=entry["mpi"], mpi_abi=mpi["abi"], math=entry["math"],
+        spack_spec=_spack_spec(app, entry, components, site, providers, target),
+        providers=providers,
+        env=_settings(mpi["env"], mpi["fabrics"][site.fabric]["env"], math["env"]),
+        unavailable=(site.why_unavailable("compilers", entry["compiler"]) + site.why_unavailable("mpis", entry["mpi"])
+                     + site.why_unavailable("math", entry["math"])),
+        fat_flags=cpus.fat_flags(components["compilers"][entry["compiler"]]["fat_flags"]),
+        mpi_launcher=mpi["launcher"], kind=kind, levels=levels)
+
+
+def _application(file: Path, doc: dict, site: Site) -> Application:
+    names = doc["flavors"]
+    default = site.default_flavors.get(doc["module"])
+    if default:
+        _check_choice(site.file, f"default_flavors.{doc['module']}.flavor", default["flavor"], names, "flavor",
+                      f"keys of flavors in {data.location(file)}")
+    app = Application(file=file, module=doc["module"], spack=doc["spack"], variants=doc["variants"],
+                      description=doc["description"], usage=doc["usage"], program=doc["program"],
+                      default_flavor=default["flavor"] if default else doc["default_flavor"],
+                      build=tuple(doc["build"]), ci_build=tuple(doc["ci_build"]), math_uses=tuple(doc["math_uses"]),
+                      baselines=tuple(doc["baselines"].items()), levels_build=tuple(doc["levels"]["build"]),
+                      levels_ci_build=tuple(doc["levels"]["ci_build"]))
+    if app.module == app.package:
+        # Spack's own module of the package sits in the Lmod hierarchy under
+        # that name; a flavor module of the same name makes Lmod recurse.
+        raise InputError(f"{data.location(file)}: module: '{app.module}' is the Spack package's own "
+                         f"module name; pick another (e.g. qe for quantum-espresso)")
+    _check_flags(file, "variants", app.variants)
+    _check_single_path(file, "variants", app.variants)
+    _check_choice(file, "default_flavor", doc["default_flavor"], names, "flavor", "keys of flavors")
+    for i, name in enumerate(app.build):
+        _check_choice(file, f"build[{i}]", name, names, "flavor", "keys of flavors")
+    for i, name in enumerate(app.levels_build):
+        _check_choice(file, f"levels.build[{i}]", name, app.build, "flavor", "it must be in build")
+    for i, name in enumerate(app.levels_ci_build):
+        _check_choice(file, f"levels.ci_build[{i}]", name, set(app.levels_build) & set(app.ci_build), "flavor",
+                      "it must be in levels.build and in ci_build")
+    return app
+
+
+def _load_application(file: Path, components: dict, site: Site) -> List[Flavor]:
+    doc = data.load(file, "application")
+    app = _application(file, doc, site)
+    flavors = [_flavor(file, app, "flavor", name, entry, components, site) for name, entry in doc["flavors"].items()]
+    flavors += [_flavor(file, app, "reference", name, entry, components, site)
+                for name, entry in doc["reference"].items()]
+    if "native_twin" in doc:
+        _check_choice(file, "native_twin", doc["native_twin"], app.build, "flavor", "it must be in build")
+        twin = next(f for f in flavors if f.name == doc["native_twin"])
+        entry = doc["flavors"][twin.name]
+        flavors.append(replace(twin, name=f"{twin.name}-native", kind="native", levels=(), spack_spec=_spack_spec(
+            app, entry, components, site, twin.providers, paths.host_target())))
+    # The reference and the native twin are built for `make test` only where
+    # ci_build names them: a QE twin is 20 min of CI's 90.
+    measured_only = [f.name for f in flavors if not f.published]
+    for i, name in enumerate(app.ci_build):
+        _check_choice(file, f"ci_build[{i}]", name, list(app.build) + measured_only, "flavor",
+                      "it must be in build, or be the reference or the native twin")
+    return flavors
+
+
+def _runtimes(components: dict, site: Site) -> Tuple[Runtime, ...]:
+    return tuple(Runtime(name, _mpi_spec(mpi, site.fabric), mpi["abi"],
+                         _settings(mpi["env"], mpi["fabrics"][site.fabric]["env"]))
+                 for name, mpi in components["mpis"].items() if mpi["runtime"])
+
+
+def load_matrix(site: Site) -> Matrix:
+    """Every flavor of every application of environments/, validated, for the site."""
+    env_dir = paths.environments_dir()
+    components_file = env_dir / COMPONENTS_FILE
+    components = data.load(components_file, "components")
+    _check_components(components_file, components, site)
+    flavors: List[Flavor] = []
+    modules: Dict[str, Path] = {}
+    for file in sorted(env_dir.glob("*.yaml")):
+        if file.name in (COMPONENTS_FILE, cpus.CPUS_FILE):
+            continue
+        app_flavors = _load_application(file, components, site)
+        module = app_flavors[0].app.module
+        if module in modules:
+            raise InputError(f"{data.location(file)}: module: '{module}' is already the module of "
+                             f"{data.location(modules[module])}; each application needs its own name")
+        modules[module] = file
+        flavors.extend(app_flavors)
+    if not flavors:
+        raise InputError(f"{data.location(env_dir)}: no application files (<app>.yaml) found")
+    for app in site.default_flavors:
+        _check_choice(site.file, f"default_flavors.{app}", app, modules, "application", "modules of environments/")
+    return Matrix(site=site, flavors=tuple(flavors), runtimes=_runtimes(components, site), components=components)

@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# Installs the pinned Apptainer (setup/apptainer-pins.sh) under
+# $ONESTACK_CACHE/apptainer/<version>, built from Debian's source package:
+# bookworm packages no Apptainer, sid does. Idempotent: a complete install is
+# reused; a new one is staged beside it and appears in one rename.
+#
+# Sources: the sid deb-src entry is derived from the URIs of this machine's
+# own Debian entry and lives in a private apt configuration of this script
+# (never under /etc/apt): it is deb-src only and no other apt call sees it,
+# so it can never install a sid binary. Go modules come through the Go module
+# proxy the environment names (Go's default otherwise), checked by go.sum;
+# the build itself then runs with GOPROXY=off from that verified cache.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/env.sh"
+. "$here/apptainer-pins.sh"
+
+root=$ONESTACK_CACHE/apptainer
+prefix=$root/$APPTAINER_VERSION
+orig=apptainer_${APPTAINER_VERSION}.orig.tar.gz
+
+say() { echo "==> apptainer: $*"; }
+die() { echo "error: apptainer: $*" >&2; exit 1; }
+
+installed_version() { "$prefix/bin/apptainer" --version 2>/dev/null || true; }
+
+# Builds run with --fakeroot (onestack/images/apptainer.py says why), which
+# maps root to a subordinate id range too: Apptainer's own command adds one
+# for root to /etc/subuid and /etc/subgid when there is none. (useradd gives
+# every new user one; `apptainer config fakeroot --add USER` does for others.)
+fakeroot_for_root() {
+  [ "$(id -u)" = 0 ] || return 0
+  if grep -q '^\(root\|0\):' /etc/subuid 2>/dev/null && grep -q '^\(root\|0\):' /etc/subgid 2>/dev/null; then
+    return 0
+  fi
+  say "adding a subordinate id range for root (apptainer config fakeroot --add root)"
+  "$prefix/bin/apptainer" config fakeroot --add root
+}
+
+# With "root default capabilities = file" (configure_root_capabilities),
+# root keeps the capabilities etc/apptainer/capability.json grants it: here
+# all that root's bounding set holds (everything but CAP_SYS_RESOURCE on these
+# VMs), i.e. Apptainer's default "full" less what the kernel withholds.
+# Without them a --fakeroot build fails: it unpacks a base image as root in
+# its user namespace and chowns (CAP_CHOWN). Checked on every run, since the
+# bounding set belongs to the machine, not to the build.
+grant_root_capabilities() {
+  [ "$(id -u)" = 0 ] || return 0
+  local caps json file=$1/etc/apptainer/capability.json
+  caps=$(capsh --decode="$(awk '/^CapBnd:/ { print $2 }' /proc/self/status)" | cut -d= -f2 | tr '[:lower:]' '[:upper:]')
+  json=$(printf '"%s", ' ${caps//,/ })
+  json="{\"users\": {\"root\": [${json%, }]}}"
+  if [ "$(cat "$file" 2>/dev/null)" != "$json" ]; then
+    say "granting root its capabilities here in $file"
+    echo "$json" > "$file.partial" && mv "$file.partial" "$file"
+  fi
+}
+
+if [ "$(installed_version)" = "apptainer version $APPTAINER_VERSION" ]; then
+  say "$prefix present ($APPTAINER_VERSION)"
+  grant_root_capabilities "$prefix"
+  fakeroot_for_root
+  exit 0
+fi
+
+# What the build and the runtime need from Debian (setup/apt-packages.txt).
+require_tools() {
+  local missing=() pair
+  for pair in gcc:gcc make:make pkg-config:pkg-config apt-get:apt dpkg-source:dpkg-dev \
+              mksquashfs:squashfs-tools unsquashfs:squashfs-tools newuidmap:uidmap \
+              squashfuse:squashfuse fuse2fs:fuse2fs fuse-overlayfs:fuse-overlayfs \
+              cryptsetup:cryptsetup-bin debootstrap:debootstrap capsh:libcap2-bin; do
+    # sbin too: a user's PATH may lack it, Apptainer's own search does not.
+    PATH=$PATH:/usr/sbin:/sbin command -v "${pair%%:*}" >/dev/null || missing+=("${pair#*:}")
+  done
+  pkg-config --exists libseccomp || missing+=(libseccomp-dev)
+  [ -e /usr/include/shadow/subid.h ] || missing+=(libsubid-dev)
+  [ ${#missing[@]} -eq 0 ] || die "missing Debian packages: ${missing[*]}
+       They are listed in setup/apt-packages.txt: run 'make setup' (setup/apt.sh)."
+}
+
+# The URIs (and keyring) of this machine's Debian entry: the deb822 stanza
+# whose Suites name the release's own codename.
+debian_entry() {
+  local codename
+  codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+  [ -n "$codename" ] || die "/etc/os-release names no VERSION_CODENAME: not a Debian release?"
+  local f
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [ -f "$f" ] || continue
+    awk -v RS= -v want="$codename" '
+      { uris = ""; keys = ""; hit = 0
+        n = split($0, line, "\n")
+        for (i = 1; i <= n; i++) {
+          if (line[i] ~ /^URIs:/)      { uris = line[i]; sub(/^URIs:[ \t]*/, "", uris) }
+          if (line[i] ~ /^Signed-By:/) { keys = line[i]; sub(/^Signed-By:[ \t]*/, "", keys) }
+          if (line[i] ~ /^Suites:/)    { m = split(line[i], s, /[ \t]+/); for (j = 2; j <= m; j++) if (s[j] == want) hit = 1 }
+        }
+        if (hit && uris != "") { print uris "\t" keys; exit }
+      }' "$f"
+  done | head -n 1
+}
+
+# apt-get with a private configuration that holds only the sid deb-src entry.
+private_apt() { apt-get -q "${apt_opts[@]}" "$@"; }
+
+fetch_orig() {
+  local dest=$1 entry uris keys apt_dir version
+  entry=$(debian_entry)
+  [ -n "$entry" ] || die "no Debian entry for this release in /etc/apt/sources.list.d/*.sources
+       (deb822 format) to derive a deb-src entry for suite $APPTAINER_DEBIAN_SUITE from."
+  uris=${entry%%$'\t'*}; keys=${entry#*$'\t'}
+  apt_dir=$(mktemp -d "${TMPDIR:-/tmp}/onestack-apptainer-apt.XXXXXX")
+  chmod 755 "$apt_dir"   # apt's download sandbox user must reach it
+  mkdir -p "$apt_dir/lists/partial" "$apt_dir/archives/partial" "$apt_dir/download"
+  [ "$(id -u)" != 0 ] || chown _apt "$apt_dir/download" 2>/dev/null || true
+  {
+    echo "Types: deb-src"
+    echo "URIs: $uris"
+    echo "Suites: $APPTAINER_DEBIAN_SUITE"
+    echo "Components: main"
+    [ -z "$keys" ] || echo "Signed-By: $keys"
+  } > "$apt_dir/sid-src.sources"
+  apt_opts=(-o "Dir::Etc::SourceList=$apt_dir/sid-src.sources" -o Dir::Etc::SourceParts=-
+            -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir"
+            -o "Dir::Cache::Archives=$apt_dir/archives")
+  say "reading the $APPTAINER_DEBIAN_SUITE source index (deb-src only, private apt configuration)"
+  private_apt update >/dev/null
+  version=$(apt-cache "${apt_opts[@]}" showsrc apptainer | awk -v v="$APPTAINER_VERSION" \
+            '/^Version:/ && index($2, v "-") == 1 { print $2; exit }')
+  [ -n "$version" ] || die "Debian's $APPTAINER_DEBIAN_SUITE has no source package apptainer $APPTAINER_VERSION-*:
+       update setup/apptainer-pins.sh to a version it has (apt-cache showsrc apptainer)."
+  say "downloading source package apptainer $version"
+  (cd "$apt_dir/download" && private_apt source --download-only "apptainer=$version" >/dev/null)
+  mv "$apt_dir/download/$orig" "$dest"
+  rm -rf "$apt_dir"
+}
+
+# The orig tarball ($src), fetched once and checked against the pins every run.
+src=$root/src/$orig
+verify_orig() {
+  local size sum
+  mkdir -p "$root/src"
+  if [ ! -f "$src" ]; then
+    fetch_orig "$src.partial"
+    mv "$src.partial" "$src"
+  fi
+  size=$(stat -c %s "$src"); sum=$(sha256sum "$src" | cut -d' ' -f1)
+  if [ "$size" != "$APPTAINER_ORIG_SIZE" ] || [ "$sum" != "$APPTAINER_ORIG_SHA256" ]; then
+    rm -f "$src"
+    die "$orig does not match setup/apptainer-pins.sh; refused (deleted):
+       expected $APPTAINER_ORIG_SIZE bytes, sha256 $APPTAINER_ORIG_SHA256
+       got      $size bytes, sha256 $sum"
+  fi
+}
+
+# The Go on PATH (or in GOROOT), at least the version the source's go.mod
+# needs, into $go.
+find_go() {
+  local needed=$1 have
+  go=$(command -v go || true)
+  if [ -z "$go" ] && [ -n "${GOROOT:-}" ] && [ -x "$GOROOT/bin/go" ]; then go=$GOROOT/bin/go; fi
+  [ -n "$go" ] || die "no Go compiler on PATH or in GOROOT; Apptainer $APPTAINER_VERSION needs Go >= $needed
+       (go.mod). Put a Go toolchain's bin on PATH (Debian bookworm's golang-go is 1.19: too old)."
+  have=$(GOTOOLCHAIN=local "$go" env GOVERSION); have=${have#go}
+  if [ "$(printf '%s\n%s\n' "$needed" "$have" | sort -V | head -n 1)" != "$needed" ]; then
+    die "$go is Go $have; Apptainer $APPTAINER_VERSION needs Go >= $needed (its go.mod).
+       Put a newer Go first on PATH (Debian bookworm's golang-go 1.19 is too old)."
+  fi
+  say "using $go (Go $have; go.mod needs >= $needed)"
+}
+
+# root on these VMs lacks CAP_SYS_RESOURCE (even in its bounding set), so the
+# default "root default capabilities = full" fails every root run with
+# "Requesting capability set ... while permitted capability set is ...".
+# "file" gives root the capabilities capability.json grants it
+# (grant_root_capabilities: those it has).
+configure_root_capabilities() {
+  local conf=$1
+  grep -q '^root default capabilities = ' "$conf" || die "$conf has no 'root default capabilities' line to set"
+  sed -i 's/^root default capabilities = .*/# onestack (setup\/apptainer.sh): "file", not "full": root here may lack\
+# CAP_SYS_RESOURCE, and "full" then fails every root run ("Requesting\
+# capability set ... while permitted capability set is ...").\
+root default capabilities = file/' "$conf"
+}
+
+require_tools
+start=$SECONDS
+verify_orig
+work=$(mktemp -d "$root/.build.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+say "unpacking $orig"
+tar -xzf "$src" -C "$work"
+tree=$work/apptainer-$APPTAINER_VERSION
+# The orig tarball is a git archive without the VERSION file mconfig reads
+# (Debian's rules write it the same way).
+echo "$APPTAINER_VERSION" > "$tree/VERSION"
+find_go "$(awk '$1 == "go" { print $2; exit }' "$tree/go.mod")"
+
+# The verified modules (~530 MB) stay outside the repository and the home for
+# a rebuild after an interrupted one; the compile cache (~270 MB) goes with
+# the build folder. No download of a newer toolchain (GOTOOLCHAIN=local); a
+# user's GOFLAGS (e.g. -mod=mod, which would rewrite go.sum) does not apply.
+export GOTOOLCHAIN=local GOFLAGS= GOMODCACHE=$ONESTACK_CACHE/go/mod GOCACHE=$work/go-build-cache
+export PATH=$(dirname "$go"):$PATH
+say "downloading Go modules (checked against go.sum)"
+(cd "$tree" && go mod download && go mod verify | sed 's/^/    /')
+
+say "configuring (mconfig --without-suid --without-network --prefix=$prefix)"
+# --without-network: CNI networking (--net) is root-only and unused by the
+# stack's images; it would add ~20 plugins to the build.
+(cd "$tree" && ./mconfig -b builddir --without-suid --without-network --prefix="$prefix" > "$work/mconfig.log") ||
+  { tail -n 20 "$work/mconfig.log" >&2; die "mconfig failed (log above)"; }
+grep -E 'checking: (libseccomp|libsubid)' "$work/mconfig.log" | sed 's/^ */    /'
+say "building (make: 3-4 minutes on 2 idle cores, 10+ beside other builds)"
+# GOPROXY=off: the Makefile sets its own proxy; everything it needs is in the
+# module cache verified above.
+make -C "$tree/builddir" GOPROXY=off > "$work/make.log" 2>&1 ||
+  { tail -n 30 "$work/make.log" >&2; die "make failed (log above)"; }
+stage=$work/stage
+make -C "$tree/builddir" install DESTDIR="$stage" > "$work/install.log" 2>&1 ||
+  { tail -n 30 "$work/install.log" >&2; die "make install failed (log above)"; }
+configure_root_capabilities "$stage$prefix/etc/apptainer/apptainer.conf"
+grant_root_capabilities "$stage$prefix"
+echo "apptainer $APPTAINER_VERSION built in $((SECONDS - start)) s on $(date -u +%FT%TZ) with Go $("$go" env GOVERSION)" \
+  > "$stage$prefix/onestack-build.txt"
+rm -rf "$prefix"   # an incomplete or other-version leftover
+mv "$stage$prefix" "$prefix"
+say "installed $("$prefix/bin/apptainer" --version) in $prefix ($((SECONDS - start)) s)"
+fakeroot_for_root

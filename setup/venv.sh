@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The project virtualenv ($ONESTACK_VENV): the Python that runs onestack,
+# Spack and the tests, with setup/requirements.txt from PyPI (clingo among
+# them, so Spack never bootstraps from the network). All the fast tier needs.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/env.sh"
+if [ ! -x "$ONESTACK_VENV/bin/python" ]; then
+  echo "==> venv: creating $ONESTACK_VENV"
+  python3 -m venv "$ONESTACK_VENV"
+fi
+stamp=$ONESTACK_VENV/.requirements
+if ! cmp -s "$here/requirements.txt" "$stamp"; then
+  echo "==> venv: installing setup/requirements.txt"
+  "$ONESTACK_VENV/bin/pip" install --quiet --disable-pip-version-check -r "$here/requirements.txt"
+  cp "$here/requirements.txt" "$stamp"
+else
+  echo "==> venv: requirements up to date"
+fi

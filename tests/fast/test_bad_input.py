@@ -1,0 +1,66 @@
+"""Every bad-input case (tests/bad-input/<case>.yaml), in-process: a small
+edit of a real data file, applied to a copy of the data, must give an error
+with every line the case expects, naming the file and the key."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from onestack import data, paths, stack
+
+CASES = sorted((paths.REPO / "tests" / "bad-input").glob("*.yaml"))
+DATA_FOLDERS = ("environments", "sites", "setup", "containers", "report", "tests/problems")
+
+
+def _parent(document, key: str):
+    *path, last = key.split(".")
+    node = document
+    for part in path:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    return node, int(last) if isinstance(node, list) else last
+
+
+def _apply(file: Path, edits: list) -> None:
+    """The case's edits: keys set or deleted in the YAML, or a text replaced
+    (exactly once: an edit that no longer matches the file is the case's bug)."""
+    for edit in edits:
+        text = file.read_text()
+        if "replace" in edit:
+            old, new = edit["replace"]
+            assert text.count(old) == 1, f"{file.name}: {old!r} must match once"
+            file.write_text(text.replace(old, new))
+            continue
+        document = yaml.safe_load(text)
+        node, last = _parent(document, edit.get("set", edit.get("delete")))
+        if "set" in edit:
+            node[last] = edit["value"]
+        else:
+            del node[last]
+        file.write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+def edited_copy(case: dict, root: Path) -> Path:
+    for folder in DATA_FOLDERS:
+        shutil.copytree(paths.REPO / folder, root / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    _apply(root / case["file"], case["edits"])
+    return root
+
+
+@pytest.mark.parametrize("file", CASES, ids=[c.stem for c in CASES])
+def test_bad_input_is_refused_with_file_and_key(file, tmp_path, monkeypatch):
+    case = data.load(file, "bad-input")
+    monkeypatch.setenv("ONESTACK_DATA_ROOT", str(edited_copy(case, tmp_path)))
+    with pytest.raises(data.InputError) as err:
+        stack.check_all()
+    message = str(err.value)
+    for line in case["error"]:
+        assert line in message, f"missing from the error:\n  {line}\ngot:\n{message}"
+
+
+def test_the_real_data_passes(monkeypatch, tmp_path):
+    """The copy itself is good: each case fails only by its edit."""
+    monkeypatch.setenv("ONESTACK_DATA_ROOT", str(edited_copy({"file": "sites/default/site.yaml", "edits": []},
+                                                              tmp_path)))
+    stack.check_all()

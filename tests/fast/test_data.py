@@ -1,0 +1,47 @@
+"""Every data file of the repository against its schema, in seconds: the
+schemas themselves, the catalog that maps files to them, and the whole
+stack loaded for every site of sites/."""
+
+import jsonschema
+import pytest
+
+from onestack import data, paths, stack
+
+
+def test_every_schema_is_valid_and_titled():
+    files = sorted(data.SCHEMAS.glob("*.schema.yaml"))
+    assert files
+    for file in files:
+        schema = data.schema(file.name.removesuffix(".schema.yaml"))
+        jsonschema.Draft202012Validator.check_schema(schema)
+        assert schema["$id"] == file.name and schema.get("title"), file.name
+
+
+def test_every_yaml_file_has_a_schema():
+    documents = data.every_document(paths.REPO)
+    assert len(documents) > 20
+    for file in documents:
+        data.schema_of(file.relative_to(paths.REPO).as_posix())  # KeyError names the file
+
+
+def test_every_document_is_valid_and_the_stack_loads():
+    checked = stack.check_all()
+    print(checked)
+    assert checked["flavors"] > 30 and checked["problems"] >= 8 and checked["goals"] >= 5
+
+
+def test_defaults_come_from_the_schema():
+    """A key a file leaves out reads as its schema's default (one place)."""
+    matrix = stack.load()
+    lammps = next(f for f in matrix.flavors if f.app.module == "lmp")
+    assert lammps.app.math_uses == ("fftw-api",)
+    hpl = next(f for f in matrix.flavors if f.module_name == "hpl/openblas-mpich")
+    assert hpl.fat_flags == "" and hpl.mpi_launcher == ""
+    assert matrix.site.permissions == {"read": "world"}
+
+
+@pytest.mark.parametrize("site", sorted(p.name for p in (paths.REPO / "sites").iterdir()))
+def test_every_site_loads(site, monkeypatch):
+    monkeypatch.setenv("ONESTACK_SITE", site)
+    matrix = stack.load()
+    assert matrix.site.name == site and matrix.flavors

@@ -1,0 +1,56 @@
+"""What publish writes for the dispatcher (onestack/modules/dispatch.py):
+a flavor's entry points over its installed builds, the table from the
+template, and the entry point choosing a build for a recorded CPU."""
+
+import shutil
+
+import pytest
+
+from onestack.modules import dispatch
+from onestack.spack.environment import DISPATCHER
+from onestack import stack
+from tests.fast import dispatch_tree as tree
+
+
+@pytest.fixture
+def installs(tmp_path):
+    """A dispatcher install and a flavor's builds: x86-64-v2 (its own spec)
+    and x86-64-v3 installed, x86-64-v4 not built; each with a program and a
+    script (scripts run anywhere: not dispatched)."""
+    flavor = stack.load().flavor("hpl/openblas-mpich")
+    (tmp_path / "dispatcher" / "bin").mkdir(parents=True)
+    tree.compile_dispatcher(tmp_path / "dispatcher" / "bin")
+    probe = tree.compile_c(tree.PROGRAMS / "run_report.c", tmp_path / "probe", "-O1")
+    roots = {DISPATCHER: {"prefix": str(tmp_path / "dispatcher"), "installed": True}}
+    for (level, spec), built in zip([("x86-64-v2", flavor.spack_spec), *flavor.levels], (True, True, False)):
+        prefix = tmp_path / level
+        (prefix / "bin").mkdir(parents=True)
+        shutil.copy(probe, prefix / "bin" / "hpcc")
+        (prefix / "bin" / "helper.sh").write_text("#!/bin/sh\necho script\n")
+        (prefix / "bin" / "helper.sh").chmod(0o755)
+        roots[spec] = {"prefix": str(prefix), "installed": built}
+    return flavor, roots
+
+
+def test_entry_points_over_the_installed_builds(installs, tmp_path):
+    flavor, roots = installs
+    written = dispatch.write(tmp_path / "release", flavor, roots)
+    assert written["levels"] == ["x86-64-v2", "x86-64-v3"] and written["programs"] == 1
+    folder = tmp_path / "release" / "dispatch" / "hpl" / "openblas-mpich"
+    assert sorted(p.name for p in (folder / "bin").iterdir()) == ["hpcc", "onestack-cpu-check"]
+    assert (folder / "bin" / "hpcc").stat().st_ino == (tmp_path / "dispatcher" / "bin" / "onestack-dispatch").stat().st_ino
+    table = [line for line in (folder / "levels.conf").read_text().splitlines() if not line.startswith("#")]
+    assert table == [f"x86-64-v2 {tmp_path}/x86-64-v2/bin", f"x86-64-v3 {tmp_path}/x86-64-v3/bin"]
+    on_skylake = tree.run([folder / "bin" / "hpcc"], env={"ONESTACK_CPUID_FILE": str(tree.case("intel/skylake-avx512")),
+                                                          "ONESTACK_CPU_VERBOSE": "1"})
+    assert on_skylake.returncode == 0, on_skylake.stderr
+    assert f"running the x86-64-v3 build: {tmp_path}/x86-64-v3/bin/hpcc" in on_skylake.stderr
+    on_conroe = tree.run([folder / "bin" / "hpcc"], env={"ONESTACK_CPUID_FILE": str(tree.case("intel/conroe"))})
+    assert on_conroe.returncode == tree.EXIT_BELOW_BASELINE and "below the stack's baseline x86-64-v2" in on_conroe.stderr
+
+
+def test_a_program_missing_from_a_build_is_not_dispatched(installs, tmp_path):
+    flavor, roots = installs
+    (tmp_path / "x86-64-v3" / "bin" / "hpcc").unlink()
+    with pytest.raises(dispatch.DispatchError, match="hpcc is not in every build"):
+        dispatch.write(tmp_path / "release", flavor, roots)

@@ -1,0 +1,92 @@
+"""Every test problem's checks on outputs recorded from real runs
+(tests/fast/recorded/<app>/<case>.output, and the published reference's
+lines the checks read, <case>.reference): each passes as recorded, and fails
+when a checked value moves beyond its tolerance. The same checker runs in
+every container image (check.py as a script): it gives the same verdicts."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from onestack import problems
+from onestack.problems import check, runner
+
+RECORDED = Path(__file__).parent / "recorded"
+CASES = [(app, case) for app in problems.apps() for case in sorted(problems.load(app, benchmarks=True))]
+
+
+def _recorded(app: str, case: str):
+    output = RECORDED / app / f"{case}.output"
+    assert output.is_file(), f"no recorded output {output}: record one (tests/fast/recorded/README.md)"
+    reference = RECORDED / app / f"{case}.reference"
+    return output.read_text(), reference.read_text() if reference.is_file() else ""
+
+
+def _perturbed(problem, output: str) -> str:
+    """The output with each checked value moved by ten tolerances (or past its bound)."""
+    for how in problem["checks"].values():
+        def move(match):
+            value = float(match.group(1))
+            shift = max(how.get("tolerance", 0) * 10, abs(value) * 1e-3, 1e-3) if "at_most" not in how \
+                else how["at_most"] + 1 - value
+            return match.group(0).replace(match.group(1), repr(value + shift))
+        output = re.sub(how["pattern"], move, output, flags=re.MULTILINE)
+    return output
+
+
+@pytest.mark.parametrize("app,case", CASES, ids=[f"{a}/{c}" for a, c in CASES])
+def test_recorded_output_passes_and_a_moved_value_fails(app, case):
+    problem = problems.load(app, benchmarks=True)[case]
+    output, reference = _recorded(app, case)
+    assert check.ranks_error(problem["ranks_pattern"], problem["ranks"], output) == ""
+    checks = check.compare(problem["checks"], output, reference)
+    assert checks and all(c.passed for c in checks), "\n".join(map(str, checks))
+    moved = check.compare(problem["checks"], _perturbed(problem, output), reference)
+    assert not all(c.passed for c in moved), "a value moved beyond its tolerance still passed"
+    assert check.ranks_error(problem["ranks_pattern"], problem["ranks"] + 1, output), "a wrong rank count passed"
+
+
+@pytest.mark.parametrize("app,case", CASES[:1] + [c for c in CASES if c[0] == "hpl"],
+                         ids=lambda c: str(c))
+def test_the_images_checker_gives_the_same_verdict(app, case, tmp_path):
+    """check.py run as the image runs it, on the literal the image carries."""
+    problem = problems.load(app, benchmarks=True)[case]
+    output, reference = _recorded(app, case)
+    (tmp_path / "checks.txt").write_text(problem.checker_spec())
+    (tmp_path / "reference").write_text(reference)
+    for text, verdict in ((output, 0), (_perturbed(problem, output), 1)):
+        (tmp_path / "output").write_text(text)
+        proc = subprocess.run([sys.executable, check.__file__, str(tmp_path / "checks.txt"), str(tmp_path / "output"),
+                               str(tmp_path / "reference")], capture_output=True, text=True)
+        assert proc.returncode == verdict, proc.stdout + proc.stderr
+
+
+def test_a_missing_value_fails_and_durations_read_in_seconds():
+    """QE prints 1m 2.16s past a minute: the benchmark must not choke on it."""
+    problem = problems.load("qe")["pw_scf-ncpp"]
+    reference = "!    total energy              =     -15.83976536 Ry\n     P=  -54.09\n"
+    assert not all(c.passed for c in check.compare(problem["checks"], "no energy printed\n", reference))
+    pattern = problem["figures"]["wall_time"]["pattern"]
+    lines = {"     PWSCF        :     40.80s CPU     59.84s WALL": 59.84,
+             "     PWSCF        :   1m11.79s CPU   1m 2.16s WALL": 62.16,
+             "     PWSCF        :   1h 2m CPU   1h 3m WALL": 3780.0}
+    for line, seconds in lines.items():
+        assert check.values(pattern, line) == [seconds]
+    with pytest.raises(ValueError, match="not a number or a duration"):
+        check.number("soon")
+
+
+def test_the_image_test_script_is_shell_for_every_problem(tmp_path):
+    """Generated from the same problem files (it needs their source files,
+    which the fast tier has not: the problems that write their own input)."""
+    for app, case in CASES:
+        problem = problems.load(app, benchmarks=True)[case]
+        if "source" in problem.spec:
+            continue
+        out = tmp_path / app / case
+        runner.image_test(problem, out, "/opt/onestack/test")
+        assert subprocess.run(["sh", "-n", str(out / "run")]).returncode == 0
+        assert (out / "check.py").read_text() == Path(check.__file__).read_text()

@@ -1,0 +1,186 @@
+"""What the stack's data becomes, without Spack or Lmod: Spack specs and
+config, Lua modules and shell scripts. Every free-text value goes through
+the escaping of the language it lands in: a quote, a newline, `]]` and
+`$(...)` render as text (executed by Lua and bash here, with stubs), or the
+schema refuses them (tests/bad-input/)."""
+
+import dataclasses
+import subprocess
+from pathlib import Path
+
+import lupa
+import pytest
+import yaml
+
+from onestack import render, stack
+from onestack.modules import publish
+from onestack.problems import Problem, How, runner
+from onestack.spack import environment, vendor
+from onestack.stack.flavors import Setting
+
+HOSTILE = ['say "hi" and \'bye\'', "two\nlines", "ends in ]]", "]==] and ]] and ]=]", "$(touch {marker})",
+           "back\\slash `tick` ${HOME} ;& |", "tab\tand\rreturn", "ünïcödé ✓"]
+
+
+def test_flavor_specs_name_every_choice():
+    matrix = stack.load()
+    assert matrix.flavor("qe/mkl-mvapich2").spack_spec == (
+        "quantum-espresso@6.7.0 ~openmp ~epw +scalapack hdf5=none target=x86_64_v2 %gcc@12.2.0 "
+        "^[virtuals=mpi] mvapich2@2.3.7-1 process_managers=hydra fabrics=nemesis "
+        "^[virtuals=blas,lapack,scalapack,fftw-api] intel-oneapi-mkl")
+    intel = matrix.flavor("qe/mkl-impi-intel").spack_spec
+    assert 'fflags="-O3 -ip -axCORE-AVX512,CORE-AVX2,AVX,SSE4.2"' in intel and "-fast" not in intel
+    assert 'cflags="-O3 -tp=px"' in matrix.flavor("hpl/openblas-mpich-nvhpc").spack_spec
+
+
+def test_a_second_site_changes_no_shared_file(monkeypatch):
+    """example-infiniband: another fabric, prefix, reader group and what it
+    lacks, all from its own folder; the shared data is read as it is."""
+    default = stack.load()
+    monkeypatch.setenv("ONESTACK_SITE", "example-infiniband")
+    other = stack.load()
+    assert "fabrics=mrail" in other.flavor("qe/mkl-mvapich2").spack_spec
+    assert "fabrics=nemesis" in default.flavor("qe/mkl-mvapich2").spack_spec
+    env = {s.name: s.value for s in other.flavor("hpl/openblas-impi").env}
+    assert env["I_MPI_OFI_PROVIDER"] == "mlx" and env["I_MPI_FABRICS"] == "shm:ofi"
+    assert not other.flavor("qe/mkl-impi-intel").unavailable, "this site has the Intel compilers"
+    assert other.flavor("hpl/openblas-mpich-nvhpc").unavailable == ("no NVHPC licence at this center",)
+    assert other.site.prefix == Path("/apps/onestack") and default.site.prefix == Path("/opt/onestack")
+    assert other.flavor("qe/openblas-mpich").is_default is False  # the stack's default, not site default's
+    assert other.flavor("qe/mkl-mvapich2").is_default and default.flavor("qe/openblas-mvapich2").is_default
+
+
+def test_spack_config_carries_the_baseline_and_the_sites_permissions(tmp_path, monkeypatch):
+    monkeypatch.setenv("ONESTACK_SITE", "example-infiniband")
+    matrix = stack.load()
+    config = yaml.safe_load(environment.render(matrix.select(), tmp_path / "flavors.yaml").read_text())
+    assert config["packages"]["all"] == {"target": ["x86_64_v2"],
+                                         "permissions": {"read": "group", "write": "user", "group": "hpcusers"}}
+    spec = matrix.flavor("qe/mkl-mvapich2").spack_spec
+    assert spec in config["definitions"][0]["flavors"] and "fabrics=mrail" in spec
+
+
+class LuaModule:
+    """A rendered module run by real Lua with Lmod's functions stubbed: what
+    each call received, exactly."""
+
+    def __init__(self, text: str):
+        self.calls = []
+        lua = lupa.LuaRuntime(unpack_returned_tuples=True)
+        record = lambda name: lambda *args: self.calls.append((name, *args))  # noqa: E731
+        for name in ("whatis", "help", "setenv", "family", "depends_on", "prepend_path", "module_version",
+                     "LmodError"):
+            lua.globals()[name] = record(name)
+        lua.globals()["mode"] = lambda: "load"
+        lua.globals()["capture"] = lambda command: self.calls.append(("capture", command)) or ("", True)
+        lua.execute(text)
+
+    def values(self, name: str) -> list:
+        return [call[1:] for call in self.calls if call[0] == name]
+
+
+def _hostile_flavor(text: str):
+    flavor = stack.load().flavor("qe/openblas-impi")
+    app = dataclasses.replace(flavor.app, description=text, usage=text)
+    return dataclasses.replace(flavor, app=app, env=(Setting("ONESTACK_TEST", text, text),))
+
+
+def _root() -> dict:
+    node = {"name": "quantum-espresso", "version": "6.7.0", "hash": "x"}
+    return {**node, "target": "x86_64_v2", "compiler": {"name": "gcc", "version": "12.2.0"},
+            "mpi": {"name": "intel-oneapi-mpi", "version": "2021.18.1"}}
+
+
+@pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))
+def test_flavor_module_keeps_any_text_as_text(text, tmp_path):
+    flavor = _hostile_flavor(text)
+    out = render.text(publish.TEMPLATES, "flavor.lua.j2", flavor=flavor, root=_root(),
+                      modules={"compiler": "gcc/12.2.0", "mpi": "intel-oneapi-mpi/2021.18.1", "app": "qe/x"},
+                      math_line=text, release="r1", source_file="environments/qe.yaml",
+                      site=stack.load().site, launcher_dir=str(tmp_path / text),
+                      dispatch={"bin": str(tmp_path / "d" / text), "check": str(tmp_path / text / "check"),
+                                "levels": ["x86-64-v2", "x86-64-v3"], "programs": 2})
+    module = LuaModule(out)
+    assert ("ONESTACK_TEST", text) in module.values("setenv")
+    assert (f"Description: {text}",) in module.values("whatis")
+    assert (f"Math: {text}",) in module.values("whatis")
+    [help_text] = module.values("help")
+    assert help_text[0].count(text) >= 3, help_text  # description, usage, the setting's value and why
+    assert ("PATH", str(tmp_path / text)) in module.values("prepend_path")
+
+
+def test_default_and_runtime_modules_are_lua_literals():
+    module = LuaModule(render.text(publish.TEMPLATES, "modulerc.lua.j2", default='qe/a"b', site=stack.load().site))
+    assert module.values("module_version") == [('qe/a"b', "default")]
+    runtime = dataclasses.replace(stack.load().runtimes[0], env=(Setting("X", HOSTILE[3], HOSTILE[1]),))
+    module = LuaModule(render.text(publish.TEMPLATES, "mpi-runtime.lua.j2", runtime=runtime,
+                                   root={"name": "intel-oneapi-mpi", "version": "2021.18.1"}, release="r1",
+                                   shim_dir=Path("/x y"), vendor_env={"set": [("I_MPI_ROOT", "/a'b")], "prepend": []}))
+    assert ("X", HOSTILE[3]) in module.values("setenv") and ("I_MPI_ROOT", "/a'b") in module.values("setenv")
+    assert ("LD_LIBRARY_PATH", "/x y/lib") in module.values("prepend_path")
+
+
+def _fake_program(folder: Path, name: str) -> None:
+    """Prints its arguments, one per line, and the variable under test."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text('#!/bin/bash\nprintf "arg:%s\\n" "$@"\nprintf "env:%s\\n" "$ONESTACK_TEST"\n')
+    (folder / name).chmod(0o755)
+
+
+@pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))
+def test_a_run_script_passes_any_text_as_one_word(text, tmp_path):
+    marker = tmp_path / "marker"
+    text = text.replace("{marker}", str(marker))
+    _fake_program(tmp_path / "bin", "fake-launcher")
+    problem = Problem("app", "case", {"ranks": 2, "ranks_pattern": "x", "command": "prog -in {input}",
+                                      "env": {}, "params": {}, "checks": {}, "input": "in.txt"})
+    how = How(env=(("ONESTACK_TEST", text),), path=(str(tmp_path / "bin"),),
+              launcher=("fake-launcher", "-n", "{ranks}", text))
+    script = tmp_path / "run.sh"
+    script.write_text(runner.script(problem, how, tmp_path, tmp_path, None))
+    proc = subprocess.run(["bash", str(script)], env=runner.clean_env(), capture_output=True)
+    assert proc.returncode == 0, proc.stderr
+    printed = proc.stdout.decode()  # bytes: text mode would turn a \r into a newline
+    assert f"env:{text}\n" in printed and f"arg:{text}\n" in printed
+    assert "arg:prog\narg:-in\narg:in.txt" in printed
+    assert not marker.exists(), "a $(...) in the data ran"
+
+
+def test_vendor_environment_scripts_set_what_the_data_says(tmp_path):
+    """env/vars.sh, as Spack sources it: every path below the layout."""
+    how = vendor.every()["intel-oneapi-mpi"]
+    (tmp_path / "env").mkdir()
+    (tmp_path / "env" / "vars.sh").write_text(vendor.vars_sh("intel-oneapi-mpi", how))
+    proc = subprocess.run(["bash", "-c", f'. "{tmp_path}/env/vars.sh"; echo "$I_MPI_ROOT|$FI_PROVIDER_PATH|$PATH"'],
+                          env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == f"{tmp_path}|{tmp_path}/lib|{tmp_path}/bin:/usr/bin:/bin"
+
+
+def _definition(flavor, help_text: str = "help") -> str:
+    from onestack.images import flavor as images
+    return render.text(images.CONTAINERS, "flavor.def.j2", flavor=flavor, base="/b/base.sif", spack_root="/s",
+                       spack_packages="/p", site_repo="/r", context="/c", vendor_copies=[], build_packages=["python3"],
+                       roots=["/abc"], closure=["/abc"], view="/opt/views/view", final_packages=["mpich"],
+                       launcher_alternative="/usr/bin/mpirun.mpich", environment=[("I_MPI_ROOT", "/v w")],
+                       labels={"org.onestack.flavor": flavor.module_name}, help=help_text)
+
+
+@pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))
+def test_a_definition_quotes_runtime_settings_for_the_shell(text, tmp_path):
+    definition = _definition(_hostile_flavor(text.replace("{marker}", str(tmp_path / "m"))))
+    environment = definition.split("%environment\n")[1].split("\n%")[0]
+    (tmp_path / "env.sh").write_text(environment + '\nprintf "%s" "$ONESTACK_TEST"\n')
+    proc = subprocess.run(["sh", str(tmp_path / "env.sh")], capture_output=True)
+    assert proc.stdout.decode() == text.replace("{marker}", str(tmp_path / "m"))
+    assert not (tmp_path / "m").exists()
+
+
+def test_a_definition_refuses_a_line_that_would_open_a_section():
+    """Apptainer starts a section at any line whose first word begins with
+    %, inside quotes or not: such text is refused, never rendered."""
+    with pytest.raises(render.Refused, match="opens a section"):
+        _definition(_hostile_flavor("first line\n  %post rm -rf /"))
+    with pytest.raises(render.Refused, match="opens a section"):
+        _definition(stack.load().flavor("qe/openblas-mpich"), help_text="usage\n%runscript")
+    with pytest.raises(render.Refused, match="on one line"):
+        render.def_line("label\nvalue")

@@ -1,0 +1,139 @@
+"""A published flavor as users get it in a container: `make images` builds
+and signs it with Apptainer from its generated definition, `make
+push-images` pushes it to the registry, and a desktop user (not root, with
+the site's public key only) pulls it, verifies it, tests it, and runs the
+QE problem with the image's own MPI and with the host's Intel MPI launching
+one container per rank (Apptainer's bind model)."""
+
+import os
+import pwd
+import re
+import subprocess
+
+import pytest
+
+from conftest import REPO, onestack, run_as
+from onestack import problems, stack
+from onestack.images import apptainer
+from onestack.images import flavor as images
+from onestack.modules import lmod
+
+from .image_helpers import timed
+
+QE = "qe/openblas-mpich"
+INTEL_MPI = "hpl/openblas-impi"  # an Intel MPI flavor: its image carries the pinned wheels
+PROBLEM = ("qe", "pw_scf-ncpp")
+
+
+@pytest.fixture(scope="session")
+def built(runner, published_flavors) -> dict:
+    """`make images` for the tested flavors (rebuilt only when their inputs changed)."""
+    wanted = [m for m in (QE, INTEL_MPI) if m in published_flavors]
+    assert QE in wanted, f"{QE} is not published"
+    timed(f"onestack images {' '.join(wanted)}", onestack, "images", *wanted, check=True)
+    return {m: images.sif_path(stack.load().flavor(m)) for m in wanted}
+
+
+def test_where_images_shows_every_built_image(built):
+    folder = onestack("where-images", check=True).stdout.strip()
+    assert all(str(image.parent) == folder and image.is_file() for image in built.values())
+
+
+def test_the_image_is_signed_and_labelled(signer, built):
+    runner_with_key, fingerprint = signer
+    for module, image in built.items():
+        assert fingerprint in apptainer.verify(runner_with_key, image).upper().replace(" ", "")
+        labels = apptainer.inspect(runner_with_key, image)
+        assert labels["org.onestack.flavor"] == module
+        assert labels["org.onestack.cpu-levels"].startswith("x86-64-v2")
+        print(f"{module}: {image.stat().st_size / 1e6:.0f} MB, levels {labels['org.onestack.cpu-levels']}")
+
+
+def test_apptainer_test_runs_the_flavors_problem(runner, built):
+    for module, image in built.items():
+        out = apptainer.test(runner, image)
+        assert "ranks: one job of" in out and "FAILED" not in out, out
+        for name in next(iter(problems.load(module.split("/")[0]).values()))["checks"]:
+            assert re.search(rf"^{name}: .* ok$", out, re.M), out
+
+
+def test_exec_has_the_standard_environment(runner, built):
+    image = built[QE]
+    out = apptainer.exec_in(runner, image, ["sh", "-c", 'echo "$PATH|$FOO|$OPENBLAS_NUM_THREADS"; command -v pw.x '
+                                                      "mpirun mktemp"], env={"FOO": "bar"})
+    path, foo, threads = out.splitlines()[0].split("|")
+    assert path.startswith("/opt/onestack/dispatch/bin:/opt/views/view/bin:") and "/usr/bin" in path
+    assert foo == "bar" and threads == "1"
+    assert out.splitlines()[1] == "/opt/onestack/dispatch/bin/pw.x"
+
+
+def _runner_how(runner, image, **extra) -> problems.How:
+    """`apptainer exec [options] <image>` around the program (inside=True:
+    around its launcher too, the image's own MPI)."""
+    options = [] if runner.fuse_usable() else ["--unsquash"]
+    return problems.How(wrapper=(str(runner.executable), "exec", *options, *extra.pop("options", ()), str(image)),
+                        **extra)
+
+
+def _intel_mpi_binds(init_script) -> tuple:
+    """What the host's Intel MPI needs inside each container: its folders
+    bound in, its libraries first (`--bind`, `--env LD_LIBRARY_PATH`)."""
+    host = lmod.clean_shell(init_script, "module load mpi-runtime/impi\necho $I_MPI_ROOT; echo $LD_LIBRARY_PATH")
+    assert host.returncode == 0, host.stderr
+    mpi_root, library_path = host.stdout.split()[-2:]
+    mpi_tree = os.path.commonpath([mpi_root, os.path.realpath(f"{mpi_root}/lib/libmpi.so.12")])
+    binds = [mpi_tree, *(d for d in library_path.split(":") if d and not d.startswith(mpi_tree))]
+    return (*(f"--bind={b}" for b in binds), f"--env=LD_LIBRARY_PATH={library_path}")
+
+
+def test_the_problem_runs_with_the_images_own_mpi(runner, built, init_script, tmp_path):
+    problem = problems.load(PROBLEM[0])[PROBLEM[1]]
+    checks = problems.run(problem, _runner_how(runner, built[QE], inside=True), tmp_path, init_script)
+    assert all(c.passed for c in checks), "\n".join(map(str, checks))
+
+
+def test_host_intel_mpi_starts_one_container_per_rank(runner, built, init_script, tmp_path):
+    """A desktop's own MPI of the family: the host's mpirun (Intel MPI)
+    starts the image's MPICH build once per rank, its libraries bound in."""
+    how = _runner_how(runner, built[QE], modules=("mpi-runtime/impi",), env=(("I_MPI_DEBUG", "4"),),
+                      options=_intel_mpi_binds(init_script))
+    checks = problems.run(problems.load(PROBLEM[0])[PROBLEM[1]], how, tmp_path, init_script)
+    assert all(c.passed for c in checks), "\n".join(map(str, checks))
+    assert "Intel(R) MPI Library, Version 2021.18.1" in (tmp_path / "output.txt").read_text()
+
+
+def test_a_desktop_user_pulls_verifies_tests_and_runs_it(built, reg, desktop, init_script, tmp_path):
+    """`make push-images` to the registry, then the README's desktop steps
+    as a user who is not root and holds only the site's public key: pull,
+    verify, test, and the QE problem with the image's MPI and the host's."""
+    env = {"ONESTACK_REGISTRY": f"{reg.host}/hpc/onestack", "ONESTACK_REGISTRY_USER": reg.username,
+           "ONESTACK_REGISTRY_PASSWORD": reg.password, "ONESTACK_IMAGE_TAG": "test",
+           "APPTAINER_CONFIGDIR": str(tmp_path / "site-config"), **reg.trust_env()}
+    proc = timed("make push-images", subprocess.run, ["make", "-s", "push-images"], cwd=REPO,
+                 env={**os.environ, **env}, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"oras://{reg.host}/hpc/onestack/qe-openblas-mpich:test" in proc.stdout
+    image = desktop.home / "images" / "qe-openblas-mpich_test.sif"
+    timed("pull + verify (desktop user)", apptainer.pull, desktop.apptainer,
+          f"oras://{reg.host}/hpc/onestack/qe-openblas-mpich:test", image)
+    out = timed("apptainer test (desktop user)", apptainer.test, desktop.apptainer, image)
+    assert "FAILED" not in out and "total_energy" in out, out
+    problem = problems.load(PROBLEM[0])[PROBLEM[1]]
+    as_desktop = run_as(desktop.apptainer.user, dict(desktop.apptainer.env))
+    for name, how in (("own MPI", _runner_how(desktop.apptainer, image, inside=True)),
+                      ("host Intel MPI", _runner_how(desktop.apptainer, image, modules=("mpi-runtime/impi",),
+                                                     options=_intel_mpi_binds(init_script)))):
+        outcome = problems.execute(problem, how, _desktop_folder(desktop, name.replace(" ", "-")), init_script,
+                                   submit=as_desktop)
+        assert not outcome.failure(), f"{name}: {outcome.failure()}"
+        assert all(c.passed for c in outcome.checks()), "\n".join(map(str, outcome.checks()))
+
+
+def _desktop_folder(desktop, name: str):
+    """A folder of the desktop user's for a run (the program writes there)."""
+    user = pwd.getpwnam(desktop.apptainer.user)
+    folder = desktop.home / "runs" / name
+    folder.mkdir(parents=True)
+    for path in (folder.parent, folder):
+        os.chown(path, user.pw_uid, user.pw_gid)
+    return folder

@@ -1,0 +1,68 @@
+"""The site signing key: a site's own key (GnuPG's, with a passphrase) is
+imported once and signs; a keyring folder in a state onestack cannot use is
+refused with the fix. Needs root (see conftest.py)."""
+
+import shutil
+import subprocess
+
+import pytest
+
+from onestack.images import ImageError, apptainer, keys
+
+PASSPHRASE = "correct horse battery staple"
+
+
+@pytest.fixture
+def site_key_file(workdir):
+    """A site's key with a passphrase, made with GnuPG as a site would, its
+    private half exported ASCII-armored: what ONESTACK_SIGNING_KEY names."""
+    home = workdir / "gnupg"
+    home.mkdir(mode=0o700)
+    gpg = ["gpg", "--homedir", str(home), "--batch", "--pinentry-mode", "loopback", "--passphrase", PASSPHRASE]
+    subprocess.run([*gpg, "--quick-gen-key", "Example Site <images@site.example>", "rsa3072", "sign", "never"],
+                   check=True, capture_output=True)
+    listed = subprocess.run([*gpg, "--with-colons", "--list-secret-keys"], check=True, capture_output=True,
+                            text=True).stdout
+    fingerprint = next(line.split(":")[9] for line in listed.splitlines() if line.startswith("fpr:"))
+    exported = workdir / "site-secret.asc"
+    with open(exported, "w") as out:
+        subprocess.run([*gpg, "--armor", "--export-secret-keys", fingerprint], check=True, stdout=out)
+    yield exported, fingerprint
+    subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], check=False)
+    shutil.rmtree(home)
+    exported.unlink()
+
+
+def test_site_key_with_passphrase_imports_and_signs(runner, site_key_file, tiny_sif, workdir, monkeypatch):
+    exported, fingerprint = site_key_file
+    monkeypatch.setenv(keys.KEYSDIR_ENV, str(workdir / "site-keys"))
+    monkeypatch.setenv(keys.KEY_ENV, str(exported))
+    monkeypatch.setenv(keys.PASSPHRASE_ENV, PASSPHRASE)
+    assert keys.ensure_site_key(runner) == fingerprint
+    assert keys.ensure_site_key(runner) == fingerprint   # reused, not imported again
+    signer = runner.with_env(**keys.signing_env())
+    image = workdir / "site-signed.sif"
+    shutil.copy2(tiny_sif, image)
+    apptainer.sign(signer, image, passphrase=keys.passphrase())
+    assert fingerprint in apptainer.verify(signer, image).upper().replace(" ", "")
+    image.unlink()
+    shutil.rmtree(workdir / "site-keys")
+
+
+def test_missing_site_key_file_is_refused(runner, workdir, monkeypatch):
+    monkeypatch.setenv(keys.KEYSDIR_ENV, str(workdir / "no-keys"))
+    monkeypatch.setenv(keys.KEY_ENV, str(workdir / "no-such-key.asc"))
+    with pytest.raises(ImageError, match="ONESTACK_SIGNING_KEY=.*no such file"):
+        keys.ensure_site_key(runner)
+    assert not (workdir / "no-keys").exists()   # nothing half-made
+
+
+def test_keyring_without_secret_key_is_refused(runner, workdir, monkeypatch):
+    folder = workdir / "public-only"
+    folder.mkdir()
+    (folder / "pgp-public").write_text("")
+    monkeypatch.setenv(keys.KEYSDIR_ENV, str(folder))
+    monkeypatch.delenv(keys.KEY_ENV, raising=False)
+    with pytest.raises(ImageError, match="holds files but no secret key"):
+        keys.ensure_site_key(runner)
+    shutil.rmtree(folder)

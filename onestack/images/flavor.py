@@ -220,9 +220,12 @@ def write_context(flavor: Flavor, roots: Dict[str, dict]) -> Path:
     """The flavor's build context (written beside, then renamed into place)."""
     root = roots[flavor.spack_spec]
     builds = dispatch.levels(flavor, roots)
-    hashes = [roots[spec]["hash"] for spec in [flavor.spack_spec, *dict(flavor.levels).values()]
-              if roots.get(spec) and roots[spec]["installed"]] + [roots[DISPATCHER]["hash"]]
-    closure = _closure(hashes)
+    builds_hashes = [roots[spec]["hash"] for spec in [flavor.spack_spec, *dict(flavor.levels).values()]
+                     if roots.get(spec) and roots[spec]["installed"]]
+    hashes = builds_hashes + [roots[DISPATCHER]["hash"]]
+    # The view holds the builds' closure; the dispatcher (static, with its own
+    # x86-64 gcc-runtime) is reached through the entry points only.
+    closure = _closure(builds_hashes)
     layouts, copies = _vendors(closure)
     alternative = mpi_alternative(flavor, root["mpi"])
     final_packages = runtime_packages(flavor, closure, [c for _, c in copies], alternative)
@@ -243,11 +246,14 @@ def write_context(flavor: Flavor, roots: Dict[str, dict]) -> Path:
     problem = next(iter(problems.load(flavor.app.module).values()))
     runner.image_test(problem, tmp / "test", TEST_DIR)
     labels = _labels(flavor, hashes, builds, alternative)
-    values = dict(flavor=flavor, base=base.base_image(apptainer.find()), spack_root=paths.spack_root(),
-                  spack_packages=paths.spack_packages(), site_repo=SITE_REPO, context=str(out), vendor_copies=copies,
+    values = dict(flavor=flavor, base=base.base_image(apptainer.find()),
+                  spack_root=_exported(paths.spack_root(), ["bin", "etc", "lib/spack/spack", "lib/spack/_vendoring",
+                                                            "lib/spack/llnl", "share", "var"], "spack"),
+                  spack_packages=_exported(paths.spack_packages(), ["repos"], "spack-packages"), site_repo=SITE_REPO, context=str(out), vendor_copies=copies,
                   build_packages=config()["build_packages"], roots=[f"/{h}" for h in hashes],
                   closure=[f"/{n['hash']}" for n in closure["installed"]], view=VIEW, final_packages=final_packages,
-                  launcher_alternative=alternative, environment=_environment(closure), help=_help(flavor, problem))
+                  launcher_alternative=alternative, environment=_environment(closure), help=_help(flavor, problem),
+                  buildcache=BUILDCACHE)
     # The image carries the digest of what it is made of (its definition
     # without this label, and the files it copies): unchanged, it is not rebuilt.
     (tmp / "flavor.def").write_text(render.text(CONTAINERS, "flavor.def.j2", labels=labels, **values))
@@ -255,6 +261,27 @@ def write_context(flavor: Flavor, roots: Dict[str, dict]) -> Path:
     (tmp / "flavor.def").write_text(render.text(CONTAINERS, "flavor.def.j2", labels=labels, **values))
     shutil.rmtree(out, ignore_errors=True)
     tmp.replace(out)
+    return out
+
+
+def _exported(clone: Path, what: List[str], name: str) -> Path:
+    """The files of a pinned clone the build stage needs, exported once per
+    commit under the cache (`git archive`: what the commit holds, without
+    the checkout's links into files it lacks, which Apptainer's %files copy
+    would follow and fail on)."""
+    commit = subprocess.run(["git", "-C", str(clone), "rev-parse", "HEAD"], text=True, capture_output=True,
+                            check=True).stdout.strip()
+    out = paths.cache() / "images" / f"{name}-{commit[:12]}"
+    if not out.is_dir():
+        partial = out.with_name(out.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        archive = subprocess.Popen(["git", "-C", str(clone), "archive", "--format=tar", commit, *what],
+                                   stdout=subprocess.PIPE)
+        subprocess.run(["tar", "-x", "-C", str(partial)], stdin=archive.stdout, check=True)
+        if archive.wait() != 0:
+            raise ImageError(f"git archive of {clone} at {commit} failed")
+        partial.rename(out)
     return out
 
 

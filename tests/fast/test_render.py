@@ -162,7 +162,7 @@ def _definition(flavor, help_text: str = "help") -> str:
                        spack_packages="/p", site_repo="/r", context="/c", vendor_copies=[], build_packages=["python3"],
                        roots=["/abc"], closure=["/abc"], view="/opt/views/view", final_packages=["mpich"],
                        launcher_alternative="/usr/bin/mpirun.mpich", environment=[("I_MPI_ROOT", "/v w")],
-                       labels={"org.onestack.flavor": flavor.module_name}, help=help_text)
+                       labels={"org.onestack.flavor": flavor.module_name}, help=help_text, buildcache="/opt/buildcache")
 
 
 @pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))

@@ -2,7 +2,7 @@
 # Everything big lives outside the repository so that repeated runs (and CI on
 # the same machine) reuse it: Spack clones, the virtualenv, the install tree.
 : "${ONESTACK_CACHE:=${XDG_CACHE_HOME:-$HOME/.cache}/onestack}"   # clones, venv, mirror, source cache
-: "${ONESTACK_PREFIX:=${XDG_DATA_HOME:-$HOME/.local/share}/onestack}" # install tree + published module trees
+: "${ONESTACK_PREFIX:=/opt/onestack}" # install tree + published module trees
 ONESTACK_VENV=$ONESTACK_CACHE/venv
 ONESTACK_SITE_SCOPE=$ONESTACK_CACHE/site-scope    # this machine's detected externals and mirror
 : "${ONESTACK_MIRROR:=$ONESTACK_CACHE/source-mirror}"       # verified source tarballs, by content address

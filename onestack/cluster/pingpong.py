@@ -91,12 +91,17 @@ def measure(cluster, mpi: Mpi, exe: Path, nodes: int, args: Sequence[str] = BENC
     if proc.returncode != 0 or "latency_us" not in found:
         raise ClusterError(f"{mpi.name} pingpong on {nodes} node(s) failed (exit {proc.returncode}):\n"
                            f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
-    transports = sorted(set(re.findall(mpi.transport_pattern, proc.stdout + proc.stderr)) - {"self"})
     return Measurement(
         mpi=mpi.name, nodes=nodes, hosts=found["hosts"][0][0].split(","),
         latency_us=float(found["latency_us"][0][0]),
         bandwidth_mbps={int(extra["bytes"]): float(value) for value, extra in found["bandwidth_MBps"]},
-        payload_bytes=int(found["payload_bytes"][0][0]), transports=transports)
+        payload_bytes=int(found["payload_bytes"][0][0]), transports=transports(mpi, proc.stdout + proc.stderr))
+
+
+def transports(mpi: Mpi, output: str) -> List[str]:
+    """What the MPI's verbose output says it used between the ranks (a rank's
+    path to itself left out)."""
+    return sorted(set(re.findall(mpi.transport_pattern, output)) - {"self"})
 
 
 def benchmark(cluster, mpis: Sequence[Mpi] = DEBIAN_MPIS, args: Sequence[str] = BENCH_ARGS) -> List[Measurement]:

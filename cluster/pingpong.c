@@ -1,16 +1,19 @@
 /* onestack's MPI ping-pong between rank 0 and rank 1: small-message latency
  * and large-message bandwidth, printed as key=value lines for a parser.
  *
- *   pingpong [latency_iterations [bandwidth_iterations [repetitions]]]
+ *   pingpong [latency_iterations [bandwidth_iterations [repetitions [seconds]]]]
  *
  * Every rank prints `rank=R host=H`; rank 0 then prints
  *   hosts=H0,H1,...                       (every rank's host, in rank order)
- *   latency_us=X bytes=8                  (half a round trip, median of the repetitions)
- *   bandwidth_MBps=X bytes=N              (N bytes per half round trip, median; N = 1 MiB, 4 MiB)
+ *   latency_us=X bytes=8 iterations=I     (half a round trip, median of the repetitions)
+ *   bandwidth_MBps=X bytes=N iterations=I (N bytes per half round trip, median; N = 1 MiB, 4 MiB)
  *   payload_bytes=X                       (what rank 0 sent to rank 1 in total, warm-up included;
  *                                          rank 1 sent as much back)
  * A warm-up (connections opened, buffers registered) runs before each size
- * and is not timed. Ranks beyond 1 only report their host. */
+ * and is not timed. A repetition stops early after `seconds` (default 2): on
+ * a machine busy with other work a round trip can take milliseconds, and the
+ * run must still end; `iterations` says how many the median's repetition did.
+ * Ranks beyond 1 only report their host. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,35 +23,51 @@
 static const int bandwidth_bytes[] = {1 << 20, 4 << 20};
 static long long payload_bytes;  /* rank 0 -> rank 1, for the interface-counter checks */
 
-/* Seconds for one half round trip of `bytes`, averaged over `iterations`. */
-static double half_round_trip(int rank, char *buffer, int bytes, int iterations) {
+struct timing {
+  double half_round_trip;  /* seconds */
+  int iterations;
+};
+
+/* Round trips of `bytes` until `iterations` or `seconds` are done. Rank 0
+ * decides when to stop and says so in the first byte of each message, so
+ * that rank 1 stops after the same round trip. */
+static struct timing round_trips(int rank, char *buffer, int bytes, int iterations, double seconds) {
   MPI_Barrier(MPI_COMM_WORLD);
   double start = MPI_Wtime();
-  for (int i = 0; i < iterations; i++) {
+  int done = 0;
+  for (char more = 1; more;) {
     if (rank == 0) {
+      more = done + 1 < iterations && MPI_Wtime() - start < seconds;
+      buffer[0] = more;
       MPI_Send(buffer, bytes, MPI_CHAR, 1, 0, MPI_COMM_WORLD);
       MPI_Recv(buffer, bytes, MPI_CHAR, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     } else if (rank == 1) {
       MPI_Recv(buffer, bytes, MPI_CHAR, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      more = buffer[0];
       MPI_Send(buffer, bytes, MPI_CHAR, 0, 0, MPI_COMM_WORLD);
+    } else {
+      more = 0;
     }
+    done++;
   }
-  payload_bytes += (long long)bytes * iterations;
-  return (MPI_Wtime() - start) / (2.0 * iterations);
+  payload_bytes += (long long)bytes * done;
+  struct timing result = {(MPI_Wtime() - start) / (2.0 * done), done};
+  return result;
 }
 
-static int by_value(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
+static int by_time(const void *a, const void *b) {
+  double x = ((const struct timing *)a)->half_round_trip, y = ((const struct timing *)b)->half_round_trip;
   return (x > y) - (x < y);
 }
 
 /* The median over `repetitions` timed runs, after one untimed warm-up run.
  * Every rank takes part in the barriers; only rank 0's figure is printed. */
-static double median_half_round_trip(int rank, char *buffer, int bytes, int iterations, int repetitions) {
-  double times[repetitions];
-  half_round_trip(rank, buffer, bytes, iterations > 10 ? iterations / 10 : 1);
-  for (int r = 0; r < repetitions; r++) times[r] = half_round_trip(rank, buffer, bytes, iterations);
-  qsort(times, repetitions, sizeof times[0], by_value);
+static struct timing median_round_trip(int rank, char *buffer, int bytes, int iterations, int repetitions,
+                                       double seconds) {
+  struct timing times[repetitions];
+  round_trips(rank, buffer, bytes, iterations > 10 ? iterations / 10 : 1, seconds);
+  for (int r = 0; r < repetitions; r++) times[r] = round_trips(rank, buffer, bytes, iterations, seconds);
+  qsort(times, repetitions, sizeof times[0], by_time);
   return times[repetitions / 2];
 }
 
@@ -86,6 +105,7 @@ int main(int argc, char **argv) {
   int latency_iterations = positive_argument(argc, argv, 1, 10000);
   int bandwidth_iterations = positive_argument(argc, argv, 2, 20);
   int repetitions = positive_argument(argc, argv, 3, 5);
+  double seconds = positive_argument(argc, argv, 4, 2);
   if (size < 2) {
     if (rank == 0) fprintf(stderr, "pingpong: needs at least 2 ranks, got %d\n", size);
     MPI_Abort(MPI_COMM_WORLD, 2);
@@ -94,12 +114,15 @@ int main(int argc, char **argv) {
 
   char *buffer = malloc(bandwidth_bytes[1]);
   memset(buffer, 1, bandwidth_bytes[1]);  /* touched: no page faults inside the timed loops */
-  double latency = median_half_round_trip(rank, buffer, LATENCY_BYTES, latency_iterations, repetitions);
-  if (rank == 0) printf("latency_us=%.3f bytes=%d\n", latency * 1e6, LATENCY_BYTES);
+  struct timing latency = median_round_trip(rank, buffer, LATENCY_BYTES, latency_iterations, repetitions, seconds);
+  if (rank == 0)
+    printf("latency_us=%.3f bytes=%d iterations=%d\n", latency.half_round_trip * 1e6, LATENCY_BYTES,
+           latency.iterations);
   for (size_t i = 0; i < sizeof bandwidth_bytes / sizeof bandwidth_bytes[0]; i++) {
     int bytes = bandwidth_bytes[i];
-    double seconds = median_half_round_trip(rank, buffer, bytes, bandwidth_iterations, repetitions);
-    if (rank == 0) printf("bandwidth_MBps=%.1f bytes=%d\n", bytes / seconds / 1e6, bytes);
+    struct timing t = median_round_trip(rank, buffer, bytes, bandwidth_iterations, repetitions, seconds);
+    if (rank == 0)
+      printf("bandwidth_MBps=%.1f bytes=%d iterations=%d\n", bytes / t.half_round_trip / 1e6, bytes, t.iterations);
   }
   if (rank == 0) printf("payload_bytes=%lld\n", payload_bytes);
   free(buffer);

@@ -12,8 +12,10 @@ from onestack import paths
 from onestack.cluster.config import ClusterError
 
 SOURCE = paths.REPO / "cluster" / "pingpong.c"
-# Iterations of pingpong.c (latency, bandwidth) and timed repetitions of each.
-BENCH_ARGS = ("10000", "20", "5")
+# pingpong.c's arguments: iterations (latency, bandwidth), timed repetitions
+# of each, and the seconds after which a repetition stops early (a loaded
+# machine: see pingpong.c).
+BENCH_ARGS = ("10000", "20", "5", "2")
 RUN_TIMEOUT = 180
 
 
@@ -49,6 +51,7 @@ class Measurement:
     nodes: int
     hosts: List[str]
     latency_us: float
+    latency_iterations: int  # fewer than asked: the repetition hit its time limit
     bandwidth_mbps: Dict[int, float]  # message bytes -> MB/s
     payload_bytes: int
     transports: List[str] = field(default_factory=list)  # between rank 0 and rank 1, as the MPI said
@@ -93,7 +96,7 @@ def measure(cluster, mpi: Mpi, exe: Path, nodes: int, args: Sequence[str] = BENC
                            f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
     return Measurement(
         mpi=mpi.name, nodes=nodes, hosts=found["hosts"][0][0].split(","),
-        latency_us=float(found["latency_us"][0][0]),
+        latency_us=float(found["latency_us"][0][0]), latency_iterations=int(found["latency_us"][0][1]["iterations"]),
         bandwidth_mbps={int(extra["bytes"]): float(value) for value, extra in found["bandwidth_MBps"]},
         payload_bytes=int(found["payload_bytes"][0][0]), transports=transports(mpi, proc.stdout + proc.stderr))
 
@@ -116,10 +119,10 @@ def benchmark(cluster, mpis: Sequence[Mpi] = DEBIAN_MPIS, args: Sequence[str] = 
 def table(results: Sequence[Measurement]) -> str:
     """One row per run, then each MPI's inter-node / intra-node latency ratio."""
     sizes = sorted({size for r in results for size in r.bandwidth_mbps})
-    header = ["mpi", "nodes", "hosts", "latency_us"] + [f"MBps@{size >> 20}MiB" for size in sizes] + ["transport"]
+    header = ["mpi", "nodes", "hosts", "latency_us", "iterations"] + [f"MBps@{size >> 20}MiB" for size in sizes] + ["transport"]
     rows = [header]
     for r in results:
-        rows.append([r.mpi, str(r.nodes), ",".join(r.hosts), f"{r.latency_us:.2f}"]
+        rows.append([r.mpi, str(r.nodes), ",".join(r.hosts), f"{r.latency_us:.2f}", str(r.latency_iterations)]
                     + [f"{r.bandwidth_mbps.get(size, float('nan')):.0f}" for size in sizes]
                     + [" ".join(r.transports) or "-"])
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]

@@ -11,9 +11,9 @@ import pytest
 from onestack.cluster import pingpong
 
 MPICH = next(mpi for mpi in pingpong.DEBIAN_MPIS if mpi.name == "mpich")
-# A ping-pong that would run for hours: the fault always strikes mid-job.
+# A ping-pong that would run for days: the fault always strikes mid-job.
 ENDLESS_JOB = """#!/bin/bash
-srun --nodes=2 --ntasks=2 --mpi="$SRUN_MPI" "$PINGPONG" 1000000000 1 1
+srun --nodes=2 --ntasks=2 --mpi="$SRUN_MPI" "$PINGPONG" 1000000000 1 1 1000000
 """
 ONE_NODE_JOB = """#!/bin/bash
 srun hostname

@@ -6,9 +6,9 @@ import pytest
 
 from onestack.cluster import pingpong
 
-# Shorter than the benchmark's defaults (`python -m onestack.cluster bench`):
-# a few seconds per run, enough for the 5x goal on a loaded machine.
-TEST_ARGS = ("3000", "10", "5")
+# Shorter than the benchmark's (`python -m onestack.cluster bench`): at most
+# about 20 s per run on a loaded machine (1 s per repetition).
+TEST_ARGS = ("3000", "10", "5", "1")
 SHARED_MEMORY = {"mpich": {"sysv/memory", "posix/memory", "cma/memory"}, "openmpi": {"vader"}}
 NETWORK = {"mpich": "tcp/eth0", "openmpi": "tcp"}
 

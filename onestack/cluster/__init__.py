@@ -17,6 +17,7 @@ see the same paths. No namespace has a default route.
 """
 
 import contextlib
+import functools
 import os
 import shutil
 from dataclasses import dataclass
@@ -78,7 +79,7 @@ class Cluster:
 
     def kill_node(self, node: str) -> None:
         """The node dies: SIGKILL to every process in it (slurmd, job steps, ranks)."""
-        processes.end(network.pids_in(node), grace=0)
+        processes.end(network.pids_in(node), grace=0)  # no SIGTERM: nothing gets to say goodbye
 
     def start_node(self, node: str) -> None:
         """slurmd again, after kill_node (the namespace and its link stay)."""
@@ -156,7 +157,7 @@ def up(config: Config) -> Cluster:
 
 
 def _make(config: Config) -> None:
-    record = lambda kind, name: state.record(config.workdir, kind, name)  # noqa: E731
+    record = functools.partial(state.record, config.workdir)
     record("interface", config.bridge)
     network.make_bridge(config)
     for node in config.nodes:

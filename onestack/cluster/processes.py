@@ -61,10 +61,12 @@ def of_cluster(prefix: str, workdir: Path) -> List[int]:
 
 
 def end(pids: Iterable[int], grace: float = 5, patience: float = 5) -> List[int]:
-    """SIGTERM, SIGKILL after `grace` seconds for those still running; the
-    pids still alive `patience` seconds later (none, unless the kernel is stuck)."""
+    """SIGTERM, then SIGKILL after `grace` seconds for those still running
+    (grace 0: SIGKILL at once); the pids still alive `patience` seconds after
+    the SIGKILL (none, unless the kernel is stuck)."""
     pids = list(pids)
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, patience)):
+    steps = ((signal.SIGTERM, grace),) if grace else ()
+    for sig, wait in steps + ((signal.SIGKILL, patience),):
         for pid in pids:
             try:
                 os.kill(pid, sig)

@@ -71,6 +71,8 @@ static struct timing median_round_trip(int rank, char *buffer, int bytes, int it
   return times[repetitions / 2];
 }
 
+/* Each line goes out with one printf and a flush: a log line of the MPI
+ * (UCX logs to stdout, from its own thread too) must not land inside one. */
 static void print_hosts(int rank, int size) {
   char host[MPI_MAX_PROCESSOR_NAME] = {0};
   int length;
@@ -80,9 +82,14 @@ static void print_hosts(int rank, int size) {
   char *all = rank == 0 ? calloc(size, MPI_MAX_PROCESSOR_NAME) : NULL;
   MPI_Gather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, MPI_COMM_WORLD);
   if (rank == 0) {
-    printf("hosts=");
-    for (int r = 0; r < size; r++) printf("%s%s", r ? "," : "", all + (size_t)r * MPI_MAX_PROCESSOR_NAME);
-    printf("\n");
+    char *line = calloc(size, MPI_MAX_PROCESSOR_NAME + 1);  /* the names, a comma after each but the last */
+    for (int r = 0; r < size; r++) {
+      if (r) strcat(line, ",");
+      strcat(line, all + (size_t)r * MPI_MAX_PROCESSOR_NAME);
+    }
+    printf("hosts=%s\n", line);
+    fflush(stdout);
+    free(line);
     free(all);
   }
 }
@@ -115,14 +122,18 @@ int main(int argc, char **argv) {
   char *buffer = malloc(bandwidth_bytes[1]);
   memset(buffer, 1, bandwidth_bytes[1]);  /* touched: no page faults inside the timed loops */
   struct timing latency = median_round_trip(rank, buffer, LATENCY_BYTES, latency_iterations, repetitions, seconds);
-  if (rank == 0)
+  if (rank == 0) {
     printf("latency_us=%.3f bytes=%d iterations=%d\n", latency.half_round_trip * 1e6, LATENCY_BYTES,
            latency.iterations);
+    fflush(stdout);
+  }
   for (size_t i = 0; i < sizeof bandwidth_bytes / sizeof bandwidth_bytes[0]; i++) {
     int bytes = bandwidth_bytes[i];
     struct timing t = median_round_trip(rank, buffer, bytes, bandwidth_iterations, repetitions, seconds);
-    if (rank == 0)
+    if (rank == 0) {
       printf("bandwidth_MBps=%.1f bytes=%d iterations=%d\n", bytes / t.half_round_trip / 1e6, bytes, t.iterations);
+      fflush(stdout);
+    }
   }
   if (rank == 0) printf("payload_bytes=%lld\n", payload_bytes);
   free(buffer);

@@ -16,7 +16,16 @@ SOURCE = paths.REPO / "cluster" / "pingpong.c"
 # of each, and the seconds after which a repetition stops early (a loaded
 # machine: see pingpong.c).
 BENCH_ARGS = ("10000", "20", "5", "2")
+# Each run's Slurm time limit (minutes) and, beyond it, the wait for srun.
+TIME_LIMIT = "1"
 RUN_TIMEOUT = 180
+# Debian's MPICH 4.0.2 (ch4:ucx) sometimes hangs in MPI_Finalize between
+# nodes over TCP: one rank still flushes its UCX endpoint to a peer that sits
+# in finalize's PMI barrier and no longer answers. Upstream removed that
+# barrier (pmodels/mpich#6596, MPICH 4.2). Seen here in 2-10% of 2-node runs;
+# the time limit ends such a run, and the figures it printed before still count.
+FINALIZE_HANG = ("hung in MPI_Finalize after its output, ended by the time limit "
+                 "(MPICH 4.0.2 ch4:ucx over TCP: pmodels/mpich#6596)")
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,7 @@ class Measurement:
     bandwidth_mbps: Dict[int, float]  # message bytes -> MB/s
     payload_bytes: int
     transports: List[str] = field(default_factory=list)  # between rank 0 and rank 1, as the MPI said
+    note: str = ""  # e.g. FINALIZE_HANG
 
 
 def build(mpicc: str, dest: Path) -> Path:
@@ -85,20 +95,27 @@ def parse(output: str) -> Dict[str, list]:
     return found
 
 
+def complete(output: str) -> bool:
+    """pingpong got to its last line (all it measures is in the output)."""
+    return "payload_bytes" in parse(output)
+
+
 def measure(cluster, mpi: Mpi, exe: Path, nodes: int, args: Sequence[str] = BENCH_ARGS) -> Measurement:
     """Two ranks of `exe` with srun: on one node, or one rank on each of two."""
     env = dict(mpi.env + mpi.verbose_env)
-    proc = cluster.command("srun", f"--nodes={nodes}", "--ntasks=2", f"--mpi={mpi.srun_mpi}",
+    proc = cluster.command("srun", f"--nodes={nodes}", "--ntasks=2", f"--mpi={mpi.srun_mpi}", f"--time={TIME_LIMIT}",
                            f"--chdir={exe.parent}", str(exe), *args, timeout=RUN_TIMEOUT, env=env)
-    found = parse(proc.stdout)
-    if proc.returncode != 0 or "latency_us" not in found:
+    hung = proc.returncode != 0 and complete(proc.stdout) and "DUE TO TIME LIMIT" in proc.stderr
+    if (proc.returncode != 0 and not hung) or not complete(proc.stdout):
         raise ClusterError(f"{mpi.name} pingpong on {nodes} node(s) failed (exit {proc.returncode}):\n"
                            f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    found = parse(proc.stdout)
     return Measurement(
         mpi=mpi.name, nodes=nodes, hosts=found["hosts"][0][0].split(","),
         latency_us=float(found["latency_us"][0][0]), latency_iterations=int(found["latency_us"][0][1]["iterations"]),
         bandwidth_mbps={int(extra["bytes"]): float(value) for value, extra in found["bandwidth_MBps"]},
-        payload_bytes=int(found["payload_bytes"][0][0]), transports=transports(mpi, proc.stdout + proc.stderr))
+        payload_bytes=int(found["payload_bytes"][0][0]), transports=transports(mpi, proc.stdout + proc.stderr),
+        note=FINALIZE_HANG if hung else "")
 
 
 def transports(mpi: Mpi, output: str) -> List[str]:
@@ -127,6 +144,7 @@ def table(results: Sequence[Measurement]) -> str:
                     + [" ".join(r.transports) or "-"])
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    lines += [f"{r.mpi} on {r.nodes} node(s): {r.note}" for r in results if r.note]
     for mpi in dict.fromkeys(r.mpi for r in results):
         ratio = latency_ratio(results, mpi)
         lines.append(f"{mpi}: inter-node latency / intra-node latency = {ratio:.1f}x")

@@ -3,6 +3,7 @@ always taken down after it (also when a test fails); a cluster of the same
 name left over by a killed run is taken down before."""
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,10 @@ def cluster_config() -> cluster.Config:
     if os.geteuid() != 0:
         pytest.skip("the virtual cluster needs root (network namespaces, a bridge, bind mounts); "
                     f"running as uid {os.geteuid()}")
+    # Root in a container may still lack the capabilities (CAP_SYS_ADMIN, CAP_NET_ADMIN).
+    probe = subprocess.run(["unshare", "--net", "--uts", "--mount", "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"root here cannot make namespaces (`unshare --net --uts --mount` said: {probe.stderr.strip()})")
     return cluster.config.load(Path(os.environ.get("ONESTACK_TEST_CLUSTER", CONFIG_FILE)))
 
 

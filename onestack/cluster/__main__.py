@@ -1,0 +1,66 @@
+"""python -m onestack.cluster up|env|down|status|bench (the Makefile's
+cluster, cluster-env, cluster-down targets): the virtual Slurm cluster."""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from onestack import cluster
+from onestack.cluster import config, pingpong
+from onestack.paths import SetupError
+
+
+def cmd_up(conf: config.Config) -> None:
+    start = time.monotonic()
+    running = cluster.up(conf)
+    print(f"==> cluster {conf.prefix} up in {time.monotonic() - start:.1f} s: "
+          f"{', '.join(f'{n}={s}' for n, s in running.node_states().items())}")
+    print(f"To use it:\n  source {conf.env_file}   # `make -s cluster-env` prints this path\n  sinfo")
+
+
+def cmd_env(conf: config.Config) -> None:
+    cluster.attach(conf)
+    print(conf.env_file)
+
+
+def cmd_down(conf: config.Config) -> None:
+    start = time.monotonic()
+    removed = cluster.down(conf)
+    print(f"==> cluster {conf.prefix} down in {time.monotonic() - start:.1f} s "
+          f"({len(removed)} removed{': ' + '; '.join(removed) if removed else ''})")
+
+
+def cmd_status(conf: config.Config) -> None:
+    found = cluster.leftovers(conf)
+    if not found:
+        print(f"cluster {conf.prefix}: not up")
+        return
+    print(f"cluster {conf.prefix} ({conf.workdir}):\n  " + "\n  ".join(found))
+    print(cluster.Cluster(conf).command("sinfo", "--Node", "--long").stdout)
+
+
+def cmd_bench(conf: config.Config) -> None:
+    results = pingpong.benchmark(cluster.attach(conf))
+    print(pingpong.table(results))
+
+
+COMMANDS = {"up": cmd_up, "env": cmd_env, "down": cmd_down, "status": cmd_status, "bench": cmd_bench}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m onestack.cluster", description=__doc__)
+    parser.add_argument("command", choices=COMMANDS)
+    parser.add_argument("--config", type=Path, default=config.DEFAULT_FILE,
+                        help="the cluster's description (default: cluster/cluster.yaml)")
+    args = parser.parse_args(argv)
+    try:
+        COMMANDS[args.command](config.load(args.config))
+    except (config.ClusterError, SetupError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""The cluster's network: a bridge of its own with an address on the host
+side, one network namespace per node joined to it by a veth pair. Nothing
+else: no default route anywhere, so a node can reach the other nodes and
+the host's bridge address, and nothing outside this machine."""
+
+import ipaddress
+import json
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Dict, List
+
+from onestack.cluster.config import NODE_INTERFACE, ClusterError, Config, Node
+
+
+@dataclass(frozen=True)
+class Counters:
+    rx_bytes: int
+    tx_bytes: int
+
+
+def ip(*args: str) -> str:
+    proc = subprocess.run(["ip", *args], text=True, capture_output=True, timeout=30)
+    if proc.returncode != 0:
+        raise ClusterError(f"`ip {' '.join(args)}` failed: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def _ip_json(*args: str) -> list:
+    return json.loads(ip("-j", *args) or "[]")
+
+
+def _no_ipv6(sysctl_root: str, interface: str) -> None:
+    """IPv6 off: no link-local addresses and router solicitations, one address
+    per node for the MPIs to choose from (Open MPI would offer both)."""
+    with open(f"{sysctl_root}/{interface}/disable_ipv6", "w") as knob:
+        knob.write("1")
+
+
+def check_subnet_free(config: Config) -> None:
+    """The subnet must not overlap a network the host already routes: the
+    host would send some of its own traffic into the cluster, or the reverse."""
+    for route in _ip_json("route", "show"):
+        if route["dst"] == "default" or route.get("dev") == config.bridge:
+            continue
+        network = ipaddress.ip_network(route["dst"], strict=False)
+        if network.overlaps(config.subnet):
+            raise ClusterError(f"{config.file}: subnet: {config.subnet} overlaps {network}, a network this "
+                               f"machine routes (dev {route.get('dev')}): choose another private subnet")
+
+
+def make_bridge(config: Config) -> None:
+    ip("link", "add", config.bridge, "type", "bridge")
+    _no_ipv6("/proc/sys/net/ipv6/conf", config.bridge)
+    ip("addr", "add", f"{config.controller_address}/{config.subnet.prefixlen}", "dev", config.bridge)
+    ip("link", "set", config.bridge, "up")
+
+
+def make_namespace(node: Node) -> None:
+    ip("netns", "add", node.name)
+
+
+def make_link(config: Config, node: Node) -> None:
+    """The veth pair: the host side on the bridge, the other side the node's eth0."""
+    ip("link", "add", node.name, "type", "veth", "peer", "name", NODE_INTERFACE, "netns", node.name)
+    _no_ipv6("/proc/sys/net/ipv6/conf", node.name)
+    # The node's IPv6 knobs live in its namespace's /proc/sys.
+    knobs = [f"net.ipv6.conf.{scope}.disable_ipv6=1" for scope in ("all", "default", NODE_INTERFACE)]
+    _check(in_node(node, "sysctl", "-q", "-w", *knobs))
+    ip("link", "set", node.name, "master", config.bridge, "up")
+    ip("-n", node.name, "addr", "add", f"{node.address}/{config.subnet.prefixlen}", "dev", NODE_INTERFACE)
+    ip("-n", node.name, "link", "set", "lo", "up")
+    ip("-n", node.name, "link", "set", NODE_INTERFACE, "up")
+
+
+def in_node(node: Node, *argv: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    """A command in the node's network namespace (with that namespace's /sys),
+    for checks and set-up; jobs run under the node's slurmd instead."""
+    return subprocess.run(["ip", "netns", "exec", node.name, *argv], text=True, capture_output=True,
+                          timeout=timeout)
+
+
+def _check(proc: subprocess.CompletedProcess) -> None:
+    if proc.returncode != 0:
+        raise ClusterError(f"`{' '.join(proc.args)}` failed: {proc.stderr.strip()}")
+
+
+def set_link(node: Node, up: bool) -> None:
+    """Cut (or restore) the node's cable: the host side of its veth pair."""
+    ip("link", "set", node.name, "up" if up else "down")
+
+
+def routes(node: Node) -> List[dict]:
+    return _ip_json("-n", node.name, "route", "show", "table", "all")
+
+
+def counters(node: Node) -> Counters:
+    """Bytes through the node's cluster interface since it was made."""
+    stats = _ip_json("-n", node.name, "-s", "link", "show", "dev", NODE_INTERFACE)[0]["stats64"]
+    return Counters(stats["rx"]["bytes"], stats["tx"]["bytes"])
+
+
+def namespaces(prefix: str) -> List[str]:
+    names = [entry["name"] for entry in _ip_json("netns", "list")]
+    return sorted(name for name in names if name.startswith(f"{prefix}-"))
+
+
+def links(prefix: str) -> List[str]:
+    """Interfaces of the host named like the cluster's (the bridge, veth host sides)."""
+    return sorted(entry["ifname"] for entry in _ip_json("link", "show") if entry["ifname"].startswith(f"{prefix}-"))
+
+
+def pids_in(namespace: str) -> List[int]:
+    proc = subprocess.run(["ip", "netns", "pids", namespace], text=True, capture_output=True, timeout=30)
+    return [int(pid) for pid in proc.stdout.split()]
+
+
+def delete_namespace(name: str) -> None:
+    """Its veth end goes with it, and so the pair. Processes must be gone first:
+    they would keep the namespace alive, nameless."""
+    ip("netns", "delete", name)
+
+
+def delete_link(name: str) -> bool:
+    """True if it was there to delete."""
+    if not link_exists(name):
+        return False
+    try:
+        ip("link", "delete", name)
+    except ClusterError:
+        if link_exists(name):
+            raise
+        return False  # went with its namespace meanwhile
+    return True
+
+
+def link_exists(name: str) -> bool:
+    return subprocess.run(["ip", "link", "show", "dev", name], capture_output=True, timeout=30).returncode == 0
+
+
+def veths(prefix: str) -> List[str]:
+    return sorted(entry["ifname"] for entry in _ip_json("link", "show", "type", "veth")
+                  if entry["ifname"].startswith(f"{prefix}-"))
+
+
+def wait_until_gone(names: List[str], timeout: float) -> None:
+    """Bounded wait for interfaces the kernel is deleting by itself."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(map(link_exists, names)):
+        time.sleep(0.1)
+
+
+def all_counters(config: Config) -> Dict[str, Counters]:
+    return {node.name: counters(node) for node in config.nodes}

@@ -1,0 +1,96 @@
+"""`down` removes everything, also after the process that made the cluster
+was killed: `up` killed half-way, and a test SIGKILLed while it held a
+cluster and a job ran (its fixture never took the cluster down)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from onestack import cluster
+from onestack.cluster import state
+from onestack.paths import REPO
+
+HOLDER = Path(__file__).with_name("holds_a_cluster.py")
+
+
+def cluster_file(folder: Path, prefix: str, subnet: str) -> Path:
+    """A cluster of its own for each test here, apart from the other tests' one."""
+    file = folder / "cluster.yaml"
+    file.write_text(f"prefix: {prefix}\nsubnet: {subnet}\nnodes: 2\n")
+    return file
+
+
+def wait_until(condition, bound: float, what: str) -> None:
+    deadline = time.monotonic() + bound
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not within {bound} s"
+        time.sleep(0.02)
+
+
+def down_with_the_cli(file: Path) -> float:
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "onestack.cluster", "down", "--config", str(file)],
+                          cwd=REPO, text=True, capture_output=True, timeout=120)
+    print(proc.stdout, proc.stderr)
+    assert proc.returncode == 0, proc.stderr
+    return time.monotonic() - start
+
+
+def assert_nothing_left(config: cluster.Config) -> None:
+    assert cluster.leftovers(config) == []
+    mounts = Path("/proc/self/mountinfo").read_text()
+    assert f"/run/netns/{config.prefix}-" not in mounts and str(config.workdir) not in mounts
+
+
+@pytest.fixture
+def own_cluster(cluster_config, tmp_path, request):
+    """(description file, config) of a cluster only this test uses; down afterwards in any case."""
+    prefix, subnet = request.param
+    file = cluster_file(tmp_path, prefix, subnet)
+    config = cluster.config.load(file)
+    if cluster.leftovers(config):
+        cluster.down(config)
+    yield file, config
+    cluster.down(config)
+
+
+@pytest.mark.parametrize("own_cluster", [("oskup", "10.213.2.0/24")], indirect=True)
+def test_down_after_up_was_killed_half_way(own_cluster):
+    file, config = own_cluster
+    up = subprocess.Popen([sys.executable, "-m", "onestack.cluster", "up", "--config", str(file)], cwd=REPO,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # Half-way: the network made, munged and slurmctld started, the slurmds starting.
+    half_way = ("daemon", f"slurmd {config.nodes[0].name}")
+    wait_until(lambda: half_way in state.made(config.workdir) or up.poll() is not None, 60, "up half-way")
+    assert up.poll() is None, "up ended before it could be killed half-way"
+    up.send_signal(signal.SIGKILL)
+    up.wait(timeout=30)
+    left = cluster.leftovers(config)
+    print("left by the killed up:", left)
+    assert any(item.startswith("namespace") for item in left) and any("slurmctld" in item for item in left)
+    print(f"down in {down_with_the_cli(file):.1f} s")
+    assert_nothing_left(config)
+
+
+@pytest.mark.parametrize("own_cluster", [("oskpt", "10.213.3.0/24")], indirect=True)
+def test_down_after_a_test_was_killed_with_its_job_running(own_cluster):
+    file, config = own_cluster
+    env = {**os.environ, "ONESTACK_TEST_CLUSTER": str(file)}
+    holder = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(HOLDER)],
+                              cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    job_running = lambda: any("sleep" in cluster.Cluster(config).processes_on(node.name).values()  # noqa: E731
+                              for node in config.nodes if node.name in cluster.network.namespaces(config.prefix))
+    wait_until(lambda: job_running() or holder.poll() is not None, 90, "the held job running")
+    assert holder.poll() is None, "the holding pytest ended by itself"
+    holder.send_signal(signal.SIGKILL)
+    holder.wait(timeout=30)
+    left = cluster.leftovers(config)
+    print("left by the killed test:", left)
+    assert any("sleep" in item for item in left) and any("srun" in item for item in left)
+    print(f"down in {down_with_the_cli(file):.1f} s")
+    assert_nothing_left(config)

@@ -1,0 +1,120 @@
+"""The virtual cluster itself: its nodes are up and distinct, a job spans
+them, and no node can reach anything outside the cluster."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from onestack import cluster
+from onestack.paths import REPO
+
+# Addresses no namespace may reach: a documentation network (TEST-NET-2) and
+# the address of a public resolver. Checked without sending anything first.
+OUTSIDE = ["198.51.100.7", "9.9.9.9"]
+
+# Tried from inside a node: a TCP connect must fail at once, with ENETUNREACH
+# (no route), not after a timeout (which would mean packets left).
+CONNECT = """
+import errno, json, socket, sys, time
+results = {}
+for address in sys.argv[1:]:
+    s = socket.socket()
+    s.settimeout(2)
+    start = time.monotonic()
+    try:
+        s.connect((address, 80))
+        code = 0
+    except OSError as err:
+        code = err.errno
+    results[address] = [errno.errorcode.get(code, str(code)), time.monotonic() - start]
+print(json.dumps(results))
+"""
+
+
+def test_a_bad_description_is_refused_with_the_key(tmp_path):
+    file = tmp_path / "cluster.yaml"
+    file.write_text("prefix: Bad-Name\nsubnet: 10.213.9.0/24\nnodes: 2\n")
+    with pytest.raises(cluster.ClusterError, match=r"cluster.yaml: prefix: 'Bad-Name' must be"):
+        cluster.config.load(file)
+    with pytest.raises(cluster.ClusterError, match=r"subnet: 8.8.8.0/24 is not a private network"):
+        cluster.config.load(file, prefix="ok", subnet="8.8.8.0/24")
+    with pytest.raises(cluster.ClusterError, match=r"nodes: 9 must be a whole number from 1 to 5"):
+        cluster.config.load(file, prefix="ok", subnet="10.213.9.0/29", nodes=9)
+
+
+def test_sinfo_shows_the_nodes_idle(virtual_cluster):
+    proc = virtual_cluster.command("sinfo", "--noheader", "--Node", "--format=%N %T")
+    print(proc.stdout)
+    names = [node.name for node in virtual_cluster.config.nodes]
+    assert len(names) == 2
+    assert dict(line.split() for line in proc.stdout.splitlines()) == {name: "idle" for name in names}
+
+
+def test_a_job_runs_on_two_distinct_hosts(virtual_cluster):
+    proc = virtual_cluster.command("srun", "--nodes=2", "--ntasks=2", "hostname", timeout=60)
+    print(proc.stdout, proc.stderr)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(proc.stdout.split()) == [node.name for node in virtual_cluster.config.nodes]
+
+
+def test_each_node_has_its_own_identity_and_cores(virtual_cluster):
+    """Hostname, boot id (what UCX tells machines apart by) and, with one
+    rank per node, a core of its own."""
+    script = "echo $(hostname) $(cat /proc/sys/kernel/random/boot_id) $(grep Cpus_allowed_list /proc/self/status)"
+    proc = virtual_cluster.command("srun", "--nodes=2", "--ntasks=2", "sh", "-c", script, timeout=60)
+    print(proc.stdout)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split() for line in proc.stdout.splitlines()]
+    hosts, boot_ids, cores = zip(*((row[0], row[1], row[-1]) for row in rows))
+    assert len(set(hosts)) == len(set(boot_ids)) == 2
+    host_boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    assert host_boot_id not in boot_ids
+    assert len(set(cores)) == 2, f"one rank per node, both on core(s) {cores}"
+
+
+def test_four_ranks_fit_on_two_nodes(virtual_cluster):
+    proc = virtual_cluster.command("srun", "--nodes=2", "--ntasks=4", "hostname", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(proc.stdout.split()) == sorted(2 * [node.name for node in virtual_cluster.config.nodes])
+
+
+def test_nodes_reach_nothing_outside(virtual_cluster):
+    config = virtual_cluster.config
+    for node in config.nodes:
+        routes = json.loads(virtual_cluster.on_node(node.name, "ip", "-j", "route", "show").stdout)
+        print(node.name, routes)
+        assert [route["dst"] for route in routes] == [str(config.subnet)], "only the bridge's subnet"
+        ipv6 = virtual_cluster.on_node(node.name, "ip", "-6", "route", "show").stdout
+        assert ipv6.strip() == "", f"IPv6 routes on {node.name}: {ipv6}"
+        for address in OUTSIDE:
+            lookup = virtual_cluster.on_node(node.name, "ip", "route", "get", address)
+            assert lookup.returncode != 0 and "unreachable" in lookup.stderr, lookup.stdout
+        # Only now, with no route out, a real connect attempt.
+        attempt = virtual_cluster.on_node(node.name, sys.executable, "-c", CONNECT, *OUTSIDE)
+        results = json.loads(attempt.stdout)
+        print(node.name, results)
+        for address, (error, seconds) in results.items():
+            assert error == "ENETUNREACH" and seconds < 0.1, f"{node.name} -> {address}: {error} after {seconds} s"
+        # ... while the other node and the head node answer (refused: nothing listens on port 80).
+        peers = [config.controller_address] + [other.address for other in config.nodes if other != node]
+        results = json.loads(virtual_cluster.on_node(node.name, sys.executable, "-c", CONNECT, *peers).stdout)
+        assert {error for error, _ in results.values()} == {"ECONNREFUSED"}, results
+
+
+def test_the_env_file_points_slurm_at_the_cluster(virtual_cluster):
+    """What `make -s cluster-env` prints, sourced by a user's shell."""
+    env = {**os.environ, "ONESTACK_CLUSTER_DIR": str(virtual_cluster.config.workdir.parent)}
+    env.pop("SLURM_CONF", None)
+    printed = subprocess.run([sys.executable, "-m", "onestack.cluster", "env",
+                              "--config", str(virtual_cluster.config.file)],
+                             cwd=REPO, env=env, text=True, capture_output=True, timeout=60)
+    assert printed.returncode == 0, printed.stderr
+    env_file = printed.stdout.strip()
+    shell = subprocess.run(["bash", "-c", 'source "$1" && sinfo --noheader --format=%D', "bash", env_file],
+                           env=env, text=True, capture_output=True, timeout=60)
+    assert shell.returncode == 0, shell.stderr
+    assert shell.stdout.strip() == str(len(virtual_cluster.config.nodes))

@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 export PYTEST_ARGS
 
 .PHONY: setup venv mirror stack test test-fast flavors where rollback bench-modules report report-path images \
-	where-images push-images check audit ci-generate
+	where-images push-images check audit ci-generate cluster cluster-env cluster-down cluster-bench
 
 # The virtualenv alone: all the fast tier needs (no Spack, no Lmod, no apt).
 venv:
@@ -83,3 +83,21 @@ audit: setup
 # The build and test child pipelines (the concretize job runs this).
 ci-generate: setup
 	@$(ONESTACK) ci-generate $(if $(FULL_REBUILD),--full-rebuild)
+
+# A virtual Slurm cluster made from this machine (root): a controller on the
+# host and 2 compute nodes, each its own network namespace with its own
+# hostname and slurmd, on a bridge of its own (cluster/cluster.yaml,
+# cluster/README.md). `source "$$(make -s cluster-env)"` points sinfo, sbatch
+# and srun at it; `make cluster-down` leaves nothing behind.
+cluster: venv
+	@. setup/env.sh && "$$ONESTACK_VENV/bin/python" -m onestack.cluster up
+
+cluster-env: venv
+	@. setup/env.sh && "$$ONESTACK_VENV/bin/python" -m onestack.cluster env
+
+cluster-down: venv
+	@. setup/env.sh && "$$ONESTACK_VENV/bin/python" -m onestack.cluster down
+
+# MPI ping-pong within a node and between nodes, per MPI (after `make cluster`).
+cluster-bench: venv
+	@. setup/env.sh && "$$ONESTACK_VENV/bin/python" -m onestack.cluster bench

@@ -34,6 +34,8 @@ CATALOG = {
     "tests/problems/*/*.yaml": "problem",
     "tests/bad-input/*.yaml": "bad-input",
     "report/goals.yaml": "goals",
+    "cluster/cluster.yaml": "cluster",
+    "tests/cluster/cluster.yaml": "cluster",
 }
 # YAML files that are not the stack's data, and who checks them instead.
 CHECKED_ELSEWHERE = {

@@ -60,6 +60,19 @@ class Cluster:
         job_id = self.submit(script, f"--output={output}", f"--chdir={script.parent}", *sbatch_args, env=env)
         return self.wait(job_id, timeout)
 
+    def submitter(self, nodes: int, ranks: int, minutes: int = 10):
+        """A submit function for onestack.problems.execute: the run script as
+        a batch job of `ranks` tasks on `nodes` nodes, its exit code (0 only
+        when Slurm says COMPLETED) and its output. The time limit also ends a
+        job that Debian's MPICH leaves hanging in MPI_Finalize across nodes
+        (cluster/README.md)."""
+        def submit(script: Path):
+            job = self.run_job(script, f"--nodes={nodes}", f"--ntasks={ranks}", f"--time={minutes}",
+                               timeout=minutes * 60 + 120)
+            code = 0 if job.state == "COMPLETED" else int(job.exit_code.split(":")[0]) or 1
+            return code, job.output + ("" if code == 0 else f"\n(job {job.id}: {job.state} {job.reason})")
+        return submit
+
     def node_states(self) -> Dict[str, str]:
         return slurm.node_states(self.config)
 

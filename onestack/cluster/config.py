@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Tuple
 
-import yaml
-
+from onestack import data as onestack_data
 from onestack import paths
 
 DEFAULT_FILE = paths.REPO / "cluster" / "cluster.yaml"
@@ -82,21 +81,15 @@ def clusters_dir() -> Path:
 
 
 def load(file: Path = DEFAULT_FILE, **overrides) -> Config:
-    """The cluster described by `file`; `overrides` replace its keys (tests
-    start a second cluster beside a user's with another prefix and subnet)."""
-    try:
-        data = yaml.safe_load(file.read_text())
-    except (OSError, yaml.YAMLError) as err:
-        raise ClusterError(f"{file}: cannot be read as YAML: {err}") from None
-    if not isinstance(data, dict):
-        raise ClusterError(f"{file}: expected a mapping with keys prefix, subnet, nodes")
-    unknown = set(data) - {"prefix", "subnet", "nodes"}
-    if unknown:
-        raise ClusterError(f"{file}: unknown key(s) {', '.join(sorted(unknown))}; allowed: prefix, subnet, nodes")
+    """The cluster described by `file` (schemas/cluster.schema.yaml), then
+    what a schema cannot say (a private subnet that holds the nodes);
+    `overrides` replace its keys (tests start a second cluster beside a
+    user's with another prefix and subnet)."""
+    data = dict(onestack_data.load(file, "cluster"))
     data.update(overrides)
-    prefix = _prefix(file, data.get("prefix"))
-    subnet = _subnet(file, data.get("subnet"))
-    count = _node_count(file, data.get("nodes"), subnet)
+    prefix = _prefix(file, data["prefix"])
+    subnet = _subnet(file, data["subnet"])
+    count = _node_count(file, data["nodes"], subnet)
     hosts = list(subnet.hosts())
     nodes = tuple(Node(f"{prefix}-n{i + 1}", i, str(hosts[i + 1])) for i in range(count))
     return Config(file, prefix, subnet, nodes, _workdir(prefix))

@@ -102,26 +102,25 @@ def full_size(problem: Problem) -> Problem:
 
 
 @functools.lru_cache(maxsize=None)
-def _sources() -> Dict[str, Path]:
-    """Source archives by spec, resolved once per process: one `spack
-    python` over the environment, not one per problem run."""
-    from onestack.spack import mirror  # Spack is needed only for problems taken from a source
+def _declared_sha256() -> Dict[str, str]:
+    """The sha256 each problem's `source` version declares in its recipe,
+    resolved once per process (one `spack python` for every problem)."""
+    from onestack import spack  # Spack is needed only for problems taken from a source
 
-    found = {}
-    for source in mirror.needed_sources(include_installed=True):
-        if source["kind"] != "source":
-            continue
-        for root in (paths.mirror(), paths.source_cache()):
-            if (root / source["mirror_path"]).is_file():
-                found.setdefault(source["spec"], root / source["mirror_path"])
-    return found
+    specs = sorted({p["source"] for app in apps() for p in _load(_folder(), app).values() if "source" in p.spec})
+    return spack.query("version_archives", *specs) if specs else {}
 
 
 def source_archive(spec: str) -> Path:
-    archive = _sources().get(spec)
-    if archive is None:
-        raise FileNotFoundError(f"no source archive of {spec} in the mirror or source cache: run `make mirror`")
-    return archive
+    """The verified archive of a version, in the mirror or Spack's download
+    cache, by Spack's content-addressed name."""
+    sha256 = _declared_sha256().get(spec)
+    found = [f for root in (paths.mirror(), paths.source_cache()) if sha256
+             for f in (root / "_source-cache" / "archive" / sha256[:2]).glob(f"{sha256}*")]
+    if not found:
+        raise FileNotFoundError(f"no source archive of {spec} (sha256 {sha256}) in the mirror or source cache: "
+                                "run `make mirror`")
+    return found[0]
 
 
 def _extract(archive: Path, members: List[str], dest: Path) -> None:

@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 export PYTEST_ARGS
 
 .PHONY: setup venv mirror stack test test-fast flavors where rollback bench-modules report report-path images \
-	where-images push-images check audit ci-generate cluster cluster-env cluster-down cluster-bench
+	where-images push-images push-binaries check audit ci-generate cluster cluster-env cluster-down cluster-bench
 
 # The virtualenv alone: all the fast tier needs (no Spack, no Lmod, no apt).
 venv:
@@ -71,6 +71,11 @@ where-images:
 # _PASSWORD, ONESTACK_IMAGE_TAG: onestack/images/push.py), signed.
 push-images: setup
 	@$(ONESTACK) push-images
+
+# The published flavors' Spack binaries into the same registry (oci://), for
+# `spack install --cache-only` on other machines (onestack/images/push.py).
+push-binaries: setup
+	@$(ONESTACK) push-binaries $(FLAVORS)
 
 # The test problems of FLAVORS (default: the build lists) through their modules.
 check: setup

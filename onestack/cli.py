@@ -15,8 +15,23 @@ from onestack.modules import dispatch, lmod, publish
 from onestack.spack import environment, mirror, scope
 
 
+# Which build lists a command works on when no flavor is named: each app's
+# `build` list (`make stack`), or its `ci_build` list (--ci; `make test` sets
+# ONESTACK_BUILD_LIST=ci_build for all its commands). Every command of one run
+# must render the same lists: Spack drops from its lock the roots a render
+# leaves out, and solves them again (minutes each) when they come back.
+BUILD_LISTS = ("build", "ci_build")
+
+
+def _ci(args) -> bool:
+    chosen = os.environ.get("ONESTACK_BUILD_LIST", "build")
+    if chosen not in BUILD_LISTS:
+        raise data.InputError(f"ONESTACK_BUILD_LIST={chosen!r}: expected one of {', '.join(BUILD_LISTS)}")
+    return getattr(args, "ci", False) or chosen == "ci_build"
+
+
 def _selected(args):
-    return stack.load().select(args.flavors, ci=getattr(args, "ci", False))
+    return stack.load().select(args.flavors, ci=_ci(args))
 
 
 def cmd_render(args) -> None:
@@ -61,7 +76,7 @@ def _check_prefix(prefix: Path) -> None:
 
 def _concretize(args) -> None:
     """Render the selected flavors and concretize what is new among them."""
-    environment.render(_selected(args), ci=getattr(args, "ci", False))
+    environment.render(_selected(args), ci=_ci(args))
     spack.concretize()
 
 
@@ -87,7 +102,7 @@ def cmd_images(args) -> None:
     """Signed SIF images of the published, built flavors (containers/)."""
     # The environment keeps every flavor of the build lists (as publish
     # leaves it): an image of one flavor must not narrow what Spack sees.
-    environment.render(stack.load().select())
+    environment.render(stack.load().select(ci=_ci(args)), ci=_ci(args))
     spack.concretize()
     for image in images.build_all(_selected(args)):
         print(f"==> images: {image}")
@@ -95,6 +110,10 @@ def cmd_images(args) -> None:
 
 def cmd_push_images(args) -> None:
     push.push_all()
+
+
+def cmd_push_binaries(args) -> None:
+    push.push_binaries(_selected(args))
 
 
 def cmd_check(args) -> None:
@@ -184,17 +203,18 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="onestack", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     offline = ("--offline", "a source missing from the mirror is an error, not a download")
+    ci_lists = ("--ci", "each app's ci_build list, not its build list (as ONESTACK_BUILD_LIST=ci_build)")
     commands = [
         ("render", cmd_render, "validate the stack's data and render .generated/flavors.yaml", []),
         ("site", cmd_site, "set up this machine for the selected site: sources, externals, vendor libraries", []),
         ("mirror", cmd_mirror, "fill the offline source mirror (verified by sha256)",
          [offline, ("--rebuild", "also the sources of installed specs (for a rebuild from scratch)")]),
-        ("build", cmd_build, "concretize and install the selected flavors", [
-            offline, ("--ci", "only each app's ci_build list (what `make test` needs on a fresh machine)")]),
+        ("build", cmd_build, "concretize and install the selected flavors", [offline, ci_lists]),
         ("publish", cmd_publish, "generate a new module tree release of the built flavors and make it live",
-         [("--force", "generate a new release even if nothing changed")]),
+         [("--force", "generate a new release even if nothing changed"), ci_lists]),
         ("images", cmd_images, "build and sign the SIF image of each selected published flavor", []),
         ("push-images", cmd_push_images, "push every built image to the site's registry (ONESTACK_REGISTRY...)", []),
+        ("push-binaries", cmd_push_binaries, "push the published flavors' Spack binaries to the site's registry", []),
         ("check", cmd_check, "run the test problems of the selected published flavors through their modules", []),
         ("audit", cmd_audit, "validate the stack's data, site recipes and pipeline file", []),
         ("record-outputs", cmd_record_outputs, "record one run of every test problem for the fast tier", []),

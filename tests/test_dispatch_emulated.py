@@ -15,23 +15,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from onestack import emulate, flavors
+from onestack.stack import cpus
 from tests.fast import dispatch_tree as tree
-from tests.fast.dispatch_tree import EXIT_BELOW_BASELINE
+from tests.fast.dispatch_tree import BELOW_BASELINE_CPU, EXIT_BELOW_BASELINE, emulated_level
 
 pytestmark = pytest.mark.skipif(not shutil.which("qemu-x86_64"),
                                 reason="qemu-x86_64 is not installed (Debian's qemu-user, setup/apt-packages.txt)")
 
-GENERATIONS = flavors.cpu_generations()
+GENERATIONS = cpus.generations()
 PROGRAM = "level-kernel"
 BUILT_LEVELS = ("x86-64-v2", "x86-64-v3", "x86-64-v4")
-# Core 2: x86-64 without v2's POPCNT, SSE4.2, CMPXCHG16B.
-BELOW_BASELINE_CPU = "Conroe"
-# qemu 7.2's TCG emulates no AVX-512: it filters avx512f/bw/cd/dq/vl out of
-# an AVX-512 model (Skylake-Server), warning so, and XCR0 has no opmask/ZMM
-# state; the CPU it emulates is v3, and the dispatcher rightly says so.
-QEMU_HIGHEST_LEVEL = "x86-64-v3"
-VERBOSE_LINE = re.compile(r"^onestack: CPU (\S+); running the (\S+) build: (.+)$", re.M)
 
 
 @pytest.fixture(scope="module")
@@ -51,12 +44,6 @@ def qemu(cpu: str, *command, env=None):
     return tree.run(["qemu-x86_64", "-cpu", cpu, *command], env=env)
 
 
-def emulated_level(generation: dict) -> str:
-    """The level of the generation's CPU as qemu emulates it."""
-    level = f"x86-64-{generation['x86_64_level']}"
-    return min(level, QEMU_HIGHEST_LEVEL, key=tree.LEVELS.index)
-
-
 @pytest.mark.parametrize("generation", GENERATIONS, ids=[g["name"] for g in GENERATIONS])
 def test_each_generation_runs_the_build_of_its_level(generation, stack, tmp_path):
     cpu, expected = generation["qemu"], emulated_level(generation)
@@ -68,7 +55,7 @@ def test_each_generation_runs_the_build_of_its_level(generation, stack, tmp_path
     marker = tmp_path / "ran"
     dispatched = qemu(cpu, stack.entry, marker, env={"ONESTACK_CPU_VERBOSE": "1"})
     assert dispatched.returncode == 0, dispatched.stderr
-    cpu_level, chosen, path = VERBOSE_LINE.search(dispatched.stderr).groups()
+    cpu_level, chosen, path = tree.VERBOSE_LINE.search(dispatched.stderr).groups()
     assert (cpu_level, chosen, path) == (expected, expected, str(stack.builds[expected] / PROGRAM))
     # What the dispatcher exec'd ran natively: its own report says which build.
     assert dispatched.stdout == f"{chosen} ok\n" and marker.read_text() == f"{chosen}\n"
@@ -83,7 +70,7 @@ def test_each_generation_runs_the_build_of_its_level(generation, stack, tmp_path
     outcome = "no higher build"
     if above:
         next_build = qemu(cpu, stack.builds[above[0]] / PROGRAM)
-        assert emulate.died_of_sigill(next_build), f"{above[0]} build on {cpu}: exit {next_build.returncode}"
+        assert tree.died_of_sigill(next_build), f"{above[0]} build on {cpu}: exit {next_build.returncode}"
         outcome = f"the {above[0]} build dies of SIGILL there"
     print(f"{cpu:16} dispatched to {chosen}, which passes under the emulation; {outcome}")
 
@@ -98,7 +85,7 @@ def test_a_cpu_below_the_baseline_is_refused_and_nothing_runs(stack, tmp_path):
     check = qemu(BELOW_BASELINE_CPU, stack.bin / tree.CHECK_NAME)
     assert check.returncode == EXIT_BELOW_BASELINE and "below the stack's baseline x86-64-v2" in check.stderr
     # What the refusal spares: the baseline build dies there.
-    assert emulate.died_of_sigill(qemu(BELOW_BASELINE_CPU, stack.builds["x86-64-v2"] / PROGRAM))
+    assert tree.died_of_sigill(qemu(BELOW_BASELINE_CPU, stack.builds["x86-64-v2"] / PROGRAM))
 
 
 QEMU_CASES = [c for c in tree.cases() if re.search(r"^# qemu-cpu: ", c.read_text(), re.M)]

@@ -1,14 +1,16 @@
-"""One executable per flavor for every CPU generation of the site
-(environments/cpus.yaml): each published flavor runs its application's
-emulation problem under qemu emulating each generation, without an illegal
-instruction, with the right result, and shows which code path its math
-library chose there. A control built for Haswell only dies with SIGILL on the
-older CPUs, and the native twin of a flavor (built for this machine's CPU)
-dies on them where the flavor's fat build passes."""
+"""One entry point per program for every CPU generation of the site
+(environments/cpus.yaml): under qemu emulating each generation, each
+published flavor's entry point (onestack-dispatch) names the level it
+chose, the newest its builds have that the emulated CPU runs; qemu-user
+does not follow execve, so that chosen build is then run itself under the
+same emulated CPU, where it passes the application's emulation problem and
+its math library names the code path it took. A CPU below the baseline
+(Conroe) is refused before anything runs. A control built for Haswell only
+dies with SIGILL on the older CPUs, and the native twin of a flavor (built
+for this machine's CPU) dies on them where the flavor's fat build passes."""
 
 import gzip
 import json
-import signal
 import subprocess
 from pathlib import Path
 
@@ -17,6 +19,7 @@ import pytest
 from onestack import paths, problems, spack, stack
 from onestack.modules import lmod
 from onestack.stack import cpus
+from tests.fast import dispatch_tree as tree
 
 GENERATIONS = cpus.generations()
 PROGRAMS = Path(__file__).parent / "programs"
@@ -27,25 +30,56 @@ DISPATCH = {
 }
 
 
+def built_levels(release: Path, module: str) -> dict:
+    """The flavor's builds by level, from its published levels.conf."""
+    table = (release / "dispatch" / module / "levels.conf").read_text()
+    return dict(line.split(None, 1) for line in tree.records(table))
+
+
+def best_level(builds: dict, generation: dict) -> str:
+    """The newest build the emulated CPU can run: what the entry point must choose."""
+    cpu = tree.LEVELS.index(tree.emulated_level(generation))
+    return max((level for level in builds if tree.LEVELS.index(level) <= cpu), key=tree.LEVELS.index)
+
+
 @pytest.mark.parametrize("cpu", GENERATIONS, ids=[g["name"] for g in GENERATIONS])
-def test_every_flavor_runs_on_every_cpu_generation(cpu, tmp_path, init_script, published_flavors):
+def test_every_flavor_runs_its_level_on_every_cpu_generation(cpu, tmp_path, init_script, live_release,
+                                                            published_flavors):
     for module in published_flavors:
         flavor = stack.load().flavor(module)
         problem = problems.emulation_problem(flavor.app.module)
+        builds = built_levels(live_release, module)
+        chose = problems.execute(problem, problems.How(modules=(module,), env=(("ONESTACK_CPU_VERBOSE", "1"),),
+                                                       emulate=cpu["qemu"]), tmp_path / module / "entry", init_script)
+        said = tree.VERBOSE_LINE.search(chose.printed)
+        assert chose.exit == 0 and said, f"{module} on {cpu['qemu']}: exit {chose.exit}\n{chose.printed[-2000:]}"
+        _, level, program = said.groups()
+        assert level == best_level(builds, cpu), f"{module} on {cpu['qemu']} chose {level}: {said.group(0)}"
+        assert Path(program).parent == Path(builds[level]), said.group(0)
+        # The chosen build itself, under the emulated CPU.
         verbose, marker = DISPATCH[flavor.math]
-        ran = problems.execute(problem, problems.How(modules=(module,), env=(verbose,), emulate=cpu["qemu"]),
-                               tmp_path / module, init_script)
-        assert ran.exit == 0, f"{module} on {cpu['qemu']}: exit {ran.exit}\n{ran.printed[-2000:]}"
+        ran = problems.execute(problem, problems.How(modules=(module,), env=(verbose,), path=(builds[level],),
+                                                     emulate=cpu["qemu"]), tmp_path / module / "build", init_script)
+        assert ran.exit == 0, f"{module}'s {level} build on {cpu['qemu']}: exit {ran.exit}\n{ran.printed[-2000:]}"
         checks = ran.checks()
         assert all(c.passed for c in checks), "\n".join(map(str, checks))
         if "blas" not in flavor.app.math_uses:
             # LAMMPS: no BLAS; its FFTW picks SSE2 or AVX codelets silently.
-            print(f"{module:22} {cpu['qemu']:15} one path: built for {GENERATIONS[0]['spack_target']} "
-                  "(links no dispatching BLAS)")
+            print(f"{module:22} {cpu['qemu']:15} {level} build passes (links no dispatching BLAS)")
             continue
         path = next((line.strip() for line in ran.printed.splitlines() if marker in line), None)
         assert path, f"{module} on {cpu['qemu']}: the math library did not name its code path"
-        print(f"{module:22} {cpu['qemu']:15} {path.split(' architecture ')[-1][:90]}")
+        print(f"{module:22} {cpu['qemu']:15} {level} build passes; {path.split(' architecture ')[-1][:70]}")
+
+
+def test_a_cpu_below_the_baseline_is_refused_before_anything_runs(tmp_path, init_script, published_flavors):
+    baseline = f"x86-64-v{GENERATIONS[0]['x86_64_level']}"
+    for module in published_flavors:
+        problem = problems.emulation_problem(stack.load().flavor(module).app.module)
+        refused = problems.execute(problem, problems.How(modules=(module,), emulate=tree.BELOW_BASELINE_CPU),
+                                   tmp_path / module, init_script)
+        assert refused.exit == tree.EXIT_BELOW_BASELINE, f"{module}: exit {refused.exit}\n{refused.printed[-2000:]}"
+        assert f"it is x86-64 (v1), below the stack's baseline {baseline}" in refused.printed, refused.printed
 
 
 def test_single_path_control_dies_with_sigill_on_older_cpus(tmp_path, init_script):
@@ -54,7 +88,7 @@ def test_single_path_control_dies_with_sigill_on_older_cpus(tmp_path, init_scrip
     outcomes = {g["name"]: subprocess.run(["qemu-x86_64", "-cpu", g["qemu"], str(exe)], capture_output=True)
                 for g in GENERATIONS}
     print({name: proc.returncode for name, proc in outcomes.items()})
-    assert outcomes["nehalem"].returncode == -signal.SIGILL and outcomes["sandybridge"].returncode == -signal.SIGILL
+    assert tree.died_of_sigill(outcomes["nehalem"]) and tree.died_of_sigill(outcomes["sandybridge"])
     assert outcomes["haswell"].returncode == 0, outcomes["haswell"].stderr
 
 

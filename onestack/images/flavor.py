@@ -216,12 +216,17 @@ def _environment(closure: dict) -> List[Tuple[str, str]]:
     return settings
 
 
+def build_hashes(flavor: Flavor, roots: Dict[str, dict]) -> List[str]:
+    """The installed builds of a flavor: its own and those of its CPU levels."""
+    return [roots[spec]["hash"] for spec in [flavor.spack_spec, *dict(flavor.levels).values()]
+            if roots.get(spec) and roots[spec]["installed"]]
+
+
 def write_context(flavor: Flavor, roots: Dict[str, dict]) -> Path:
     """The flavor's build context (written beside, then renamed into place)."""
     root = roots[flavor.spack_spec]
     builds = dispatch.levels(flavor, roots)
-    builds_hashes = [roots[spec]["hash"] for spec in [flavor.spack_spec, *dict(flavor.levels).values()]
-                     if roots.get(spec) and roots[spec]["installed"]]
+    builds_hashes = build_hashes(flavor, roots)
     hashes = builds_hashes + [roots[DISPATCHER]["hash"]]
     # The view holds the builds' closure; the dispatcher (static, with its own
     # x86-64 gcc-runtime) is reached through the entry points only.
@@ -322,9 +327,7 @@ def _up_to_date(runner_: apptainer.Apptainer, image: Path, inputs: str) -> bool:
 def build(flavor: Flavor, roots: Dict[str, dict]) -> Path:
     """The flavor's signed SIF, rebuilt only when its inputs changed; a
     failed build leaves the previous image (or none) in place."""
-    hashes = [roots[s]["hash"] for s in [flavor.spack_spec, *dict(flavor.levels).values(), DISPATCHER]
-              if roots.get(s) and roots[s]["installed"]]
-    for root_hash in hashes:
+    for root_hash in [*build_hashes(flavor, roots), roots[DISPATCHER]["hash"]]:
         spack.run("buildcache", "push", "--update-index", "--unsigned", scope.BUILDCACHE_MIRROR, f"/{root_hash}",
                   quiet=True)
     context = write_context(flavor, roots)

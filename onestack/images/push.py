@@ -1,7 +1,9 @@
 """`make push-images`: every built image into the site's registry as an ORAS
 artifact (`apptainer push oras://...`), which desktop users `apptainer
-pull`. The registry and its credentials are the site's, given by variables
-(a CI job maps its own to them):
+pull`; `make push-binaries`: the published flavors' Spack binaries into the
+same registry (oci://<registry>/buildcache), which site staff install from
+on other machines (onestack/spack/oci_buildcache.py). The registry and its
+credentials are the site's, given by variables (a CI job maps its own to them):
 
   ONESTACK_REGISTRY           host[:port]/path under which images go, e.g. registry.example.org/hpc/onestack
   ONESTACK_REGISTRY_USER      the account that may push
@@ -11,11 +13,14 @@ pull`. The registry and its credentials are the site's, given by variables
 
 import os
 import re
+import tempfile
 from pathlib import Path
 from typing import List
 
 from onestack.images import ImageError, apptainer, keys
-from onestack.images.flavor import images_dir
+from onestack.images.flavor import build_hashes, images_dir
+from onestack.spack import oci_buildcache
+from onestack.stack.flavors import Flavor
 
 VARIABLES = ("ONESTACK_REGISTRY", "ONESTACK_REGISTRY_USER", "ONESTACK_REGISTRY_PASSWORD")
 # What may stand in an oras:// reference: no spaces, no shell, no scheme of its own.
@@ -51,6 +56,27 @@ def push_all() -> List[str]:
         print(f"==> push-images: {reference}")
         pushed.append(reference)
     return pushed
+
+
+def buildcache_url(registry: str) -> str:
+    return f"oci://{registry}/buildcache"
+
+
+def push_binaries(selected: List[Flavor]) -> str:
+    """The selected published flavors' builds, with their link and run
+    dependencies, into the registry's buildcache; returns its URL."""
+    from onestack.modules import publish
+
+    url = buildcache_url(_settings()["registry"])
+    built, roots = publish.installed_roots([f for f in selected if f.published])
+    hashes = [h for flavor in built for h in build_hashes(flavor, roots)]
+    with tempfile.TemporaryDirectory() as tmp:
+        oci_buildcache.push(hashes, oci_buildcache.write_scope(Path(tmp), url), dict(os.environ))
+    print(f"==> push-binaries: {', '.join(f.module_name for f in built)} -> {url}\n"
+          f"    install elsewhere: spack mirror add --oci-username-variable {oci_buildcache.USER_VARIABLE} "
+          f"--oci-password-variable {oci_buildcache.PASSWORD_VARIABLE} onestack {url}; "
+          "spack install --cache-only --no-check-signature <spec>")
+    return url
 
 
 def public_key(dest: Path) -> Path:

@@ -6,6 +6,8 @@ CPU report `<case>.cpuid` and the level it must give, `<case>.output`)."""
 
 import ast
 import os
+import re
+import signal
 import subprocess
 from pathlib import Path
 from typing import Dict, Iterable, List
@@ -23,6 +25,14 @@ CHECK_NAME = "onestack-cpu-check"
 # The x86-64 ABI's program interpreter: glibc's own reading of the CPU
 # (`--help` lists the glibc-hwcaps levels it finds supported).
 GLIBC_LOADER = "/lib64/ld-linux-x86-64.so.2"
+# qemu 7.2's TCG emulates no AVX-512: it filters avx512f/bw/cd/dq/vl out of
+# an AVX-512 model (Skylake-Server), warning so, and XCR0 has no opmask/ZMM
+# state; the CPU it emulates is v3, and the dispatcher rightly says so.
+QEMU_HIGHEST_LEVEL = "x86-64-v3"
+# Core 2: x86-64 without v2's POPCNT, SSE4.2, CMPXCHG16B.
+BELOW_BASELINE_CPU = "Conroe"
+# What ONESTACK_CPU_VERBOSE=1 prints: the CPU's level, the build chosen, its path.
+VERBOSE_LINE = re.compile(r"^onestack: CPU (\S+); running the (\S+) build: (.+)$", re.M)
 # The dispatcher's own variables: a test starts without any the caller set.
 DISPATCH_VARIABLES = ("ONESTACK_CPU_LEVEL", "ONESTACK_CPU_VERBOSE", "ONESTACK_CPUID_FILE")
 
@@ -105,3 +115,12 @@ def glibc_hwcaps_level(prefix: List[str] = ()) -> str:
     supported = [line.split()[0] for line in out.splitlines() if line.strip().startswith("x86-64-v")
                  and "(supported" in line]
     return max(supported, default="x86-64", key=LEVELS.index)
+
+
+def emulated_level(generation: dict) -> str:
+    """The level of a cpus.yaml generation's CPU as qemu emulates it."""
+    return min(f"x86-64-{generation['x86_64_level']}", QEMU_HIGHEST_LEVEL, key=LEVELS.index)
+
+
+def died_of_sigill(proc: subprocess.CompletedProcess) -> bool:
+    return proc.returncode in (-signal.SIGILL, 128 + signal.SIGILL)

@@ -30,8 +30,11 @@ def built(runner, published_flavors) -> dict:
     """`make images` for the tested flavors (rebuilt only when their inputs changed)."""
     wanted = [m for m in (QE, INTEL_MPI) if m in published_flavors]
     assert QE in wanted, f"{QE} is not published"
-    timed(f"onestack images {' '.join(wanted)}", onestack, "images", *wanted, check=True)
-    return {m: images.sif_path(stack.load().flavor(m)) for m in wanted}
+    proc = timed(f"onestack images {' '.join(wanted)}", onestack, "images", *wanted, check=True)
+    built = {m: images.sif_path(stack.load().flavor(m)) for m in wanted}
+    missing = [m for m, image in built.items() if not image.is_file()]
+    assert not missing, f"no image of {', '.join(missing)}:\n{proc.stdout[-3000:]}"
+    return built
 
 
 def test_where_images_shows_every_built_image(built):

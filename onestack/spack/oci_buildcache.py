@@ -1,0 +1,100 @@
+"""Binaries for site staff through the site's registry: the built flavors'
+Spack buildcache pushed to an OCI mirror on the registry that serves the
+images (`spack buildcache push` to oci://<registry>/<path>), and installed
+from it into another, empty prefix (`spack install --cache-only`), as a
+second machine of the site would.
+
+Unsigned: Spack 1.1 does not sign OCI buildcaches ("Code signing is
+currently not supported for OCI images", spack/cmd/buildcache.py). What is
+verified instead: the registry is reached over TLS with the site's CA and an
+account; each blob is addressed by its sha256, which Spack checks on
+download before it unpacks anything (a blob altered in the registry's
+storage fails the install: tests/images/test_binaries.py).
+
+The mirror lives in a configuration scope of its own (`spack -C <folder>`),
+written per command: the registry's address and account come from the
+caller (variables of the site or a test's registry), never from the
+repository's files.
+"""
+
+import json
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List
+
+import yaml
+
+from onestack import paths
+from onestack.spack import SpackError, command
+
+MIRROR = "onestack-registry"
+# Spack reads the account from these variables (mirrors.yaml access_pair),
+# the names `make push-images` takes the site's registry account from.
+USER_VARIABLE = "ONESTACK_REGISTRY_USER"
+PASSWORD_VARIABLE = "ONESTACK_REGISTRY_PASSWORD"
+TIMEOUT_S = 3600
+
+
+@dataclass(frozen=True)
+class Installed:
+    root: Path
+    seconds: float
+
+
+def write_scope(folder: Path, url: str, install_root: Path = None) -> Path:
+    """A Spack configuration scope with the registry as its only binary
+    mirror; with install_root, an install tree there and the stack's recipes
+    (a relocated binary may run its package's hooks)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {"mirrors": {"mirrors:": {MIRROR: {
+        "url": url, "signed": False, "source": False,
+        "access_pair": {"id_variable": USER_VARIABLE, "secret_variable": PASSWORD_VARIABLE}}}}}
+    if install_root is not None:
+        files["config"] = {"config": {"install_tree": {"root": str(install_root), "padded_length": 0}}}
+        files["repos"] = {"repos:": {
+            "onestack": str(paths.REPO / "packages" / "spack_repo" / "onestack"),
+            "builtin": str(paths.spack_packages() / "repos" / "spack_repo" / "builtin")}}
+    for name, content in files.items():
+        (folder / f"{name}.yaml").write_text(yaml.safe_dump(content))
+    return folder
+
+
+def _run(argv: List[str], env: Dict[str, str], cwd: Path) -> None:
+    proc = subprocess.run(argv, text=True, capture_output=True, env=env, cwd=cwd, timeout=TIMEOUT_S)
+    if proc.returncode != 0:
+        raise SpackError(f"`{' '.join(argv[1:])}` failed (exit {proc.returncode}):\n"
+                         f"{(proc.stdout + proc.stderr)[-3000:]}")
+
+
+def push(hashes: List[str], scope: Path, env: Dict[str, str]) -> None:
+    """The installed specs and their link/run dependencies into the registry,
+    with the index a `spack install` there reads."""
+    _run([*command("-C", str(scope)), "buildcache", "push", "--unsigned", "--update-index", MIRROR,
+          *[f"/{h}" for h in hashes]], env, paths.REPO)
+
+
+def install(spec_hash: str, scope: Path, env: Dict[str, str]) -> Installed:
+    """One spec and its dependencies, binaries only, into the scope's install
+    tree: outside the site environment (`spack` without -e, run from the
+    scope's folder), as on a machine that has only the registry."""
+    spack = str(paths.spack_root() / "bin" / "spack")
+    start = time.monotonic()
+    _run([spack, "-C", str(scope), "install", "--cache-only", "--no-check-signature", f"/{spec_hash}"], env, scope)
+    root = Path(yaml.safe_load((scope / "config.yaml").read_text())["config"]["install_tree"]["root"])
+    return Installed(root, time.monotonic() - start)
+
+
+def build_seconds(prefixes: List[str]) -> Dict[str, float]:
+    """What building from source took here, per package: Spack records each
+    install's phases in <prefix>/.spack/install_times.json ("cache": false
+    for a source build)."""
+    times = {}
+    for prefix in prefixes:
+        record = Path(prefix) / ".spack" / "install_times.json"
+        if record.is_file():
+            found = json.loads(record.read_text())
+            if not found.get("cache"):
+                times[found["name"]] = found["total"]
+    return times

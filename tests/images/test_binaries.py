@@ -1,0 +1,98 @@
+"""Binaries for site staff through the registry that serves the images: the
+builds of qe/openblas-mpich pushed as a Spack OCI buildcache (what `make
+push-binaries` does), installed into an empty second prefix with `spack
+install --cache-only` from the registry alone, relocated there, and run on
+the QE problem. Spack 1.1 cannot sign OCI buildcaches: the blobs' sha256,
+checked by Spack on download, is what guards them (an altered blob fails).
+
+The benchmark: installing from the registry against building from source,
+side by side. The source build is not repeated here (QE alone is 28 min on
+2 cores): its time is what Spack recorded when it built these very installs
+(<prefix>/.spack/install_times.json)."""
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from onestack import paths, problems, stack
+from onestack.images.flavor import build_hashes
+from onestack.images.push import buildcache_url
+from onestack.modules import publish
+from onestack.spack import SpackError, oci_buildcache, query
+
+from .image_helpers import TIMINGS, timed
+
+FLAVOR = "qe/openblas-mpich"
+GOAL = 20  # install from the registry at least 20x faster than a build from source
+
+
+@pytest.fixture(scope="module")
+def pushed(reg, published_flavors, workdir):
+    if FLAVOR not in published_flavors:
+        pytest.fail(f"{FLAVOR} is not published")
+    flavor = stack.load().flavor(FLAVOR)
+    _, roots = publish.installed_roots([flavor])
+    env = {**os.environ, **reg.trust_env(), oci_buildcache.USER_VARIABLE: reg.username,
+           oci_buildcache.PASSWORD_VARIABLE: reg.password}
+    url = buildcache_url(f"{reg.host}/onestack")
+    hashes = build_hashes(flavor, roots)
+    timed(f"spack buildcache push {FLAVOR} (oci://, loopback)", oci_buildcache.push, hashes,
+          oci_buildcache.write_scope(workdir / "push-scope", url), env)
+    return {"root": roots[flavor.spack_spec], "url": url, "env": env}
+
+
+def _relative(prefix: str) -> Path:
+    return Path(prefix).relative_to(paths.prefix() / "software")
+
+
+def test_second_prefix_installs_from_the_registry_and_runs_qe(pushed, workdir, tmp_path):
+    second = workdir / "second-prefix"
+    scope = oci_buildcache.write_scope(workdir / "install-scope", pushed["url"], install_root=second)
+    installed = timed(f"spack install --cache-only {FLAVOR} (empty prefix)", oci_buildcache.install,
+                      pushed["root"]["hash"], scope, pushed["env"])
+    qe_bin = second / _relative(pushed["root"]["prefix"]) / "bin"
+    mpi_bin = second / _relative(pushed["root"]["mpi"]["prefix"]) / "bin"
+    linked = subprocess.run(["ldd", str(qe_bin / "pw.x")], text=True, capture_output=True, check=True).stdout
+    assert "not found" not in linked, linked
+    assert str(paths.prefix() / "software") not in linked, f"pw.x still links the first prefix:\n{linked}"
+    problem = problems.load("qe")["pw_scf-ncpp"]
+    checks = problems.run(problem, problems.How(path=(str(mpi_bin), str(qe_bin))), tmp_path)
+    assert all(c.passed for c in checks), "\n".join(map(str, checks))
+    _print_benchmark(installed, pushed["root"]["hash"])
+
+
+def _print_benchmark(installed: oci_buildcache.Installed, root_hash: str) -> None:
+    closure = query("runtime_closure", root_hash)["installed"]
+    built = oci_buildcache.build_seconds([n["prefix"] for n in closure])
+    # QE's own build alone is a lower bound of a source build's wall time:
+    # its dependencies must be built before it, whatever runs in parallel.
+    ratio = built["quantum-espresso"] / installed.seconds
+    TIMINGS.append((f"build from source, recorded: QE {built['quantum-espresso']:.0f} s, its closure "
+                    f"{sum(built.values()):.0f} s ({len(built)} packages)", 0.0))
+    verdict = "met" if ratio >= GOAL else "MISSED"
+    print(f"\n{FLAVOR}: install from the registry {installed.seconds:.0f} s; build from source: QE alone "
+          f"{built['quantum-espresso']:.0f} s, {len(built)} packages {sum(built.values()):.0f} s; "
+          f"{ratio:.0f}x faster (goal >= {GOAL}x: {verdict})")
+
+
+def test_an_altered_blob_fails_the_install(pushed, reg, workdir):
+    """The registry's storage changed under it (a byte of the buildcache's
+    largest blob, QE's tarball): Spack refuses what does not match its sha256."""
+    storage = reg.folder / "storage" / "docker" / "registry" / "v2"
+    layers = (storage / "repositories" / "onestack" / "buildcache" / "_layers" / "sha256").iterdir()
+    blobs = [storage / "blobs" / "sha256" / d.name[:2] / d.name / "data" for d in layers]
+    largest = max(blobs, key=lambda b: b.stat().st_size)
+    original = largest.read_bytes()
+    try:
+        with open(largest, "r+b") as f:
+            f.seek(len(original) // 2)
+            f.write(bytes([original[len(original) // 2] ^ 0xFF]))
+        scope = oci_buildcache.write_scope(workdir / "tampered-scope", pushed["url"],
+                                           install_root=workdir / "third-prefix")
+        with pytest.raises(SpackError) as refused:
+            oci_buildcache.install(pushed["root"]["hash"], scope, pushed["env"])
+        assert "checksum" in str(refused.value).lower() or "sha256" in str(refused.value).lower(), refused.value
+    finally:
+        largest.write_bytes(original)

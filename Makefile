@@ -94,15 +94,18 @@ ci-generate: setup
 # hostname and slurmd, on a bridge of its own (cluster/cluster.yaml,
 # cluster/README.md). `source "$$(make -s cluster-env)"` points sinfo, sbatch
 # and srun at it; `make cluster-down` leaves nothing behind.
+# CLUSTER_CONFIG names another cluster file (the tests' own: tests/cluster/).
+CLUSTER_CONFIG ?= cluster/cluster.yaml
+CLUSTER = . setup/env.sh && "$$ONESTACK_VENV/bin/python" -m onestack.cluster --config "$(CLUSTER_CONFIG)"
 cluster: venv
-	@. setup/env.sh && "$$ONESTACK_VENV/bin/python" -m onestack.cluster up
+	@$(CLUSTER) up
 
 cluster-env: venv
-	@. setup/env.sh && "$$ONESTACK_VENV/bin/python" -m onestack.cluster env
+	@$(CLUSTER) env
 
 cluster-down: venv
-	@. setup/env.sh && "$$ONESTACK_VENV/bin/python" -m onestack.cluster down
+	@$(CLUSTER) down
 
 # MPI ping-pong within a node and between nodes, per MPI (after `make cluster`).
 cluster-bench: venv
-	@. setup/env.sh && "$$ONESTACK_VENV/bin/python" -m onestack.cluster bench
+	@$(CLUSTER) bench

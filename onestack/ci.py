@@ -34,11 +34,11 @@ def buildcache_url() -> str:
 
 def _destination_scope() -> Path:
     """Spack's CI pushes to the mirror named buildcache-destination."""
-    scope = out_dir() / "scope"
-    scope.mkdir(parents=True, exist_ok=True)
+    folder = out_dir() / "scope"
+    folder.mkdir(parents=True, exist_ok=True)
     mirror = {"url": buildcache_url(), "signed": scope.buildcache_signed(), "source": False}
-    (scope / "mirrors.yaml").write_text(yaml.safe_dump({"mirrors": {"buildcache-destination": mirror}}))
-    return scope
+    (folder / "mirrors.yaml").write_text(yaml.safe_dump({"mirrors": {"buildcache-destination": mirror}}))
+    return folder
 
 
 def validate(*files: Path) -> None:

@@ -2,18 +2,20 @@
 # The project virtualenv ($ONESTACK_VENV): the Python that runs onestack,
 # Spack and the tests, with setup/requirements.txt from PyPI (clingo among
 # them, so Spack never bootstraps from the network). All the fast tier needs.
+# Progress goes to stderr: targets that print a path (`make -s cluster-env`)
+# depend on this one, and their output is what a user sources.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/env.sh"
 if [ ! -x "$ONESTACK_VENV/bin/python" ]; then
-  echo "==> venv: creating $ONESTACK_VENV"
+  echo "==> venv: creating $ONESTACK_VENV" >&2
   python3 -m venv "$ONESTACK_VENV"
 fi
 stamp=$ONESTACK_VENV/.requirements
 if ! cmp -s "$here/requirements.txt" "$stamp"; then
-  echo "==> venv: installing setup/requirements.txt"
+  echo "==> venv: installing setup/requirements.txt" >&2
   "$ONESTACK_VENV/bin/pip" install --quiet --disable-pip-version-check -r "$here/requirements.txt"
   cp "$here/requirements.txt" "$stamp"
 else
-  echo "==> venv: requirements up to date"
+  echo "==> venv: requirements up to date" >&2
 fi

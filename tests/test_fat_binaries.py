@@ -73,7 +73,7 @@ def test_every_flavor_runs_its_level_on_every_cpu_generation(cpu, tmp_path, init
 
 
 def test_a_cpu_below_the_baseline_is_refused_before_anything_runs(tmp_path, init_script, published_flavors):
-    baseline = f"x86-64-v{GENERATIONS[0]['x86_64_level']}"
+    baseline = f"x86-64-{GENERATIONS[0]['x86_64_level']}"
     for module in published_flavors:
         problem = problems.emulation_problem(stack.load().flavor(module).app.module)
         refused = problems.execute(problem, problems.How(modules=(module,), emulate=tree.BELOW_BASELINE_CPU),

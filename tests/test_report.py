@@ -4,6 +4,7 @@ the HTML page and its charts, and prints its goals with their figures. (Its
 arithmetic and goals are checked in tests/fast/test_report.py.)"""
 
 import json
+from html import unescape
 
 from conftest import onestack
 from onestack import report
@@ -28,6 +29,13 @@ def test_reduced_report_measures_every_published_flavor(published_flavors):
             for chart in case["charts"]:
                 assert (out / chart).stat().st_size > 1000 and chart in html
     assert "Netlib reference >= 5x slower" in proc.stdout
+    # The MPI ping-pong on the virtual cluster: every MPI of the stack, or why not.
+    links = results["interconnect"]
+    if "skipped" in links:
+        print(links["skipped"])
+    else:
+        assert set(links["latency_ratios"]) == {"mpich", "openmpi", "impi"}, links["latency_ratios"]
+        assert links["table"] in unescape(html)
     # The reduced run never rewrites the site default (only a full report does).
     assert all(a["default_change"] is None for a in results["apps"])
     assert onestack("report-path", check=True).stdout.strip() == str(out)

@@ -85,7 +85,10 @@ def load(file: Path = DEFAULT_FILE, **overrides) -> Config:
     what a schema cannot say (a private subnet that holds the nodes);
     `overrides` replace its keys (tests start a second cluster beside a
     user's with another prefix and subnet)."""
-    data = dict(onestack_data.load(file, "cluster"))
+    try:
+        data = dict(onestack_data.load(file, "cluster"))
+    except onestack_data.InputError as err:  # one error type for the cluster's callers (make cluster)
+        raise ClusterError(str(err)) from None
     data.update(overrides)
     prefix = _prefix(file, data["prefix"])
     subnet = _subnet(file, data["subnet"])

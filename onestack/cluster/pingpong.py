@@ -1,15 +1,20 @@
 """The project's MPI ping-pong (cluster/pingpong.c) on the virtual cluster:
 latency and bandwidth between two ranks on one node (shared memory) and on
-two nodes (the network), and which transport each MPI took."""
+two nodes (the network), and which transport each MPI took. The MPIs are the
+stack's: Debian's MPICH and Open MPI (the externals its flavors use) and
+Intel MPI (the pinned wheels), each run with the settings its flavors get
+on the site's fabric (environments/components.yaml)."""
 
+import os
 import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
-from onestack import paths
+from onestack import paths, stack
 from onestack.cluster.config import ClusterError
+from onestack.spack import vendor
 
 SOURCE = paths.REPO / "cluster" / "pingpong.c"
 # pingpong.c's arguments: iterations (latency, bandwidth), timed repetitions
@@ -37,6 +42,9 @@ class Mpi:
     env: Tuple[Tuple[str, str], ...]  # what its runs need
     verbose_env: Tuple[Tuple[str, str], ...]  # makes it print the transport it picked per peer
     transport_pattern: str  # a regex whose group 1 is that transport, on lines about a peer
+    # What it names within a node: its shared-memory transports, or none
+    # where it names only the network's (Intel MPI: then the latency shows it).
+    shared_memory: Tuple[str, ...] = ()
 
 
 # Open MPI refuses to start as root without the two *_ALLOW_* settings; the
@@ -47,11 +55,29 @@ DEBIAN_MPIS = (
     # Debian's MPICH 4.0.2 is ch4:ucx (mpichversion); UCX logs each endpoint's
     # transports at info level ("ep_cfg[1]: tag(tcp/eth0) ...").
     Mpi("mpich", "mpicc.mpich", "pmi2", (), (("UCX_LOG_LEVEL", "info"),),
-        r"ep_cfg\[\d+\]: tag\(((?:(?!self/)[^)])*)\)"),
+        r"ep_cfg\[\d+\]: tag\(((?:(?!self/)[^)])*)\)", ("sysv/memory", "posix/memory", "cma/memory")),
     # Open MPI 4.1.4 (ob1): the BTL module chosen for each peer.
     Mpi("openmpi", "mpicc.openmpi", "pmix", OPENMPI_AS_ROOT, (("OMPI_MCA_btl_base_verbose", "100"),),
-        r"Using (\w+) btl for send to .* on node"),
+        r"Using (\w+) btl for send to .* on node", ("vader",)),
 )
+
+
+def intel_mpi() -> Mpi:
+    """The stack's Intel MPI with its flavors' settings (I_MPI_FABRICS=shm:ofi,
+    the fabric's OFI provider). I_MPI_DEBUG=5 names the OFI provider, also
+    within a node, where shm:ofi uses shared memory."""
+    layout = vendor.environment("intel-oneapi-mpi")
+    prepend = dict(layout["prepend"])
+    runtime = next(r for r in stack.load().runtimes if r.name == "impi")
+    settings = {s.name: s.value for s in runtime.env}
+    env = (*layout["set"], ("LD_LIBRARY_PATH", prepend["LD_LIBRARY_PATH"]),
+           *((k, v) for k, v in settings.items() if k != "SLURM_MPI_TYPE"))
+    return Mpi("impi", f"{prepend['PATH']}/mpicc", settings["SLURM_MPI_TYPE"], env, (("I_MPI_DEBUG", "5"),),
+               r"libfabric provider: (\S+)")
+
+
+def stack_mpis() -> Tuple[Mpi, ...]:
+    return (*DEBIAN_MPIS, intel_mpi())
 
 
 @dataclass
@@ -67,14 +93,14 @@ class Measurement:
     note: str = ""  # e.g. FINALIZE_HANG
 
 
-def build(mpicc: str, dest: Path) -> Path:
-    """pingpong.c compiled with that MPI's compiler wrapper (the lead's Intel
-    MPI and MVAPICH2 builds pass theirs)."""
+def build(mpicc: str, dest: Path, env: Optional[Dict[str, str]] = None) -> Path:
+    """pingpong.c compiled with that MPI's compiler wrapper (with env: what
+    the MPI's wrapper needs, e.g. Intel MPI's I_MPI_ROOT)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.tmp")
     try:
         proc = subprocess.run([mpicc, "-O2", "-o", str(tmp), str(SOURCE)], text=True, capture_output=True,
-                              timeout=120)
+                              timeout=120, env={**os.environ, **(env or {})})
     except FileNotFoundError:
         raise ClusterError(f"{mpicc} not found: install the MPI's development package "
                            f"(setup/apt-packages.txt) or pass its compiler wrapper's path") from None
@@ -124,11 +150,11 @@ def transports(mpi: Mpi, output: str) -> List[str]:
     return sorted(set(re.findall(mpi.transport_pattern, output)) - {"self"})
 
 
-def benchmark(cluster, mpis: Sequence[Mpi] = DEBIAN_MPIS, args: Sequence[str] = BENCH_ARGS) -> List[Measurement]:
-    """Each MPI within a node and between two nodes."""
+def benchmark(cluster, mpis: Sequence[Mpi] = (), args: Sequence[str] = BENCH_ARGS) -> List[Measurement]:
+    """Each MPI (default: the stack's) within a node and between two nodes."""
     results = []
-    for mpi in mpis:
-        exe = build(mpi.mpicc, cluster.config.workdir / "bench" / f"pingpong-{mpi.name}")
+    for mpi in mpis or stack_mpis():
+        exe = build(mpi.mpicc, cluster.config.workdir / "bench" / f"pingpong-{mpi.name}", dict(mpi.env))
         results += [measure(cluster, mpi, exe, nodes, args) for nodes in (1, 2)]
     return results
 
@@ -145,6 +171,8 @@ def table(results: Sequence[Measurement]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
     lines += [f"{r.mpi} on {r.nodes} node(s): {r.note}" for r in results if r.note]
+    if any(r.mpi == "impi" for r in results):
+        lines.append("impi names only its OFI provider; within a node, I_MPI_FABRICS=shm:ofi takes shared memory")
     for mpi in dict.fromkeys(r.mpi for r in results):
         ratio = latency_ratio(results, mpi)
         lines.append(f"{mpi}: inter-node latency / intra-node latency = {ratio:.1f}x")

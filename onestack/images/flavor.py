@@ -204,15 +204,16 @@ def _help(flavor: Flavor, problem) -> str:
             f"  apptainer test <image>: {problem.name} on {problem['ranks']} ranks, checked")
 
 
-def _environment(closure: dict) -> List[Tuple[str, str]]:
-    """What a copied vendor library's module would set (Intel MPI's bin/,
-    I_MPI_ROOT, ...), for the image's %environment."""
+def _environment(closure: dict) -> List[Tuple[str, str, bool]]:
+    """What a copied vendor library's module would set (I_MPI_ROOT, ...) or
+    put first on PATH (Intel MPI's bin/), for the image's %environment:
+    (name, value, prepended)."""
     settings = []
     for name, _, prefix in closure["externals"]:
         if name in vendor.every() and "pip" in vendor.every()[name]:
             layout = vendor.environment(name)
-            settings += [(k, v) for k, v in layout["set"]]
-            settings += [(k, f"{v}:${k}") for k, v in layout["prepend"] if k == "PATH"]
+            settings += [(k, v, False) for k, v in layout["set"]]
+            settings += [(k, v, True) for k, v in layout["prepend"] if k == "PATH"]
     return settings
 
 

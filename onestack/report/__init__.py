@@ -16,7 +16,7 @@ from typing import List, Optional
 
 from onestack import paths, problems, stack
 from onestack.modules import publish
-from onestack.report import defaults, goals, measure, page, peak
+from onestack.report import defaults, goals, interconnect, measure, page, peak
 
 
 def reports_dir() -> Path:
@@ -108,10 +108,13 @@ def make(reduced: bool, only: Optional[List[str]] = None) -> Path:
             measured["charts"] = [page.chart(out, a["app"], case, name, how, measured["results"], measured_peak)
                                   for name, how in measured["figures"].items()]
     judged = goals.judge(apps, measured_peak)
+    links = interconnect.measure(reduced)
+    print("==> report: MPI ping-pong within a node and between 2 nodes of the virtual cluster:\n"
+          + links.get("table", links.get("skipped", "")))
     page.write(out, apps=apps, peak=measured_peak, goals=judged, reduced=reduced, repeats=repeats, warmup=warmup,
-               created=out.name, release=publish.current_release().name)
-    (out / "results.json").write_text(json.dumps({"peak": measured_peak, "apps": apps, "goals": judged}, indent=1,
-                                                 default=str))
+               created=out.name, release=publish.current_release().name, interconnect=links)
+    (out / "results.json").write_text(json.dumps({"peak": measured_peak, "apps": apps, "goals": judged,
+                                                  "interconnect": links}, indent=1, default=str))
     for goal in judged:
         print(f"==> report: goal {goal['goal']}: {goal['figure']} {goal['verdict']}")
     for a in apps:

@@ -5,11 +5,12 @@ from it into another, empty prefix (`spack install --cache-only`), as a
 second machine of the site would.
 
 Unsigned: Spack 1.1 does not sign OCI buildcaches ("Code signing is
-currently not supported for OCI images", spack/cmd/buildcache.py). What is
-verified instead: the registry is reached over TLS with the site's CA and an
-account; each blob is addressed by its sha256, which Spack checks on
-download before it unpacks anything (a blob altered in the registry's
-storage fails the install: tests/images/test_binaries.py).
+currently not supported for OCI images", spack/cmd/buildcache.py), and it
+unpacked a tarball with one byte changed in the registry's storage without a
+word (measured: tests/images/test_binaries.py). What is verified instead,
+before anything installs: the registry is reached over TLS with the site's
+CA and an account, and every blob of every tag of the buildcache is read
+back and checked against the sha256 digest it is addressed by (verify).
 
 The mirror lives in a configuration scope of its own (`spack -C <folder>`),
 written per command: the registry's address and account come from the
@@ -17,9 +18,13 @@ caller (variables of the site or a test's registry), never from the
 repository's files.
 """
 
+import base64
+import hashlib
 import json
+import ssl
 import subprocess
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List
@@ -75,12 +80,54 @@ def push(hashes: List[str], scope: Path, env: Dict[str, str]) -> None:
           *[f"/{h}" for h in hashes]], env, paths.REPO)
 
 
+MANIFEST_TYPES = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"
+
+
+def _get(url: str, env: Dict[str, str], accept: str = ""):
+    """An authenticated GET on the registry (its CA from SSL_CERT_FILE, as Spack's)."""
+    request = urllib.request.Request(url)
+    account = f"{env[USER_VARIABLE]}:{env[PASSWORD_VARIABLE]}".encode()
+    request.add_header("Authorization", "Basic " + base64.b64encode(account).decode())
+    if accept:
+        request.add_header("Accept", accept)
+    context = ssl.create_default_context(cafile=env.get("SSL_CERT_FILE"))
+    return urllib.request.urlopen(request, context=context, timeout=60)
+
+
+def verify(url: str, env: Dict[str, str]) -> int:
+    """Every blob (spec file and tarball) of every tag of the buildcache at
+    oci://host/path, read back and checked against its digest; returns how
+    many. Raises SpackError naming the tag and blob that does not match."""
+    host, _, repository = url.removeprefix("oci://").partition("/")
+    api = f"https://{host}/v2/{repository}"
+    with _get(f"{api}/tags/list", env) as answer:
+        tags = json.load(answer).get("tags") or []
+    checked = 0
+    for tag in tags:
+        with _get(f"{api}/manifests/{tag}", env, MANIFEST_TYPES) as answer:
+            manifest = json.load(answer)
+        for blob in [manifest["config"], *manifest["layers"]]:
+            algorithm, _, expected = blob["digest"].partition(":")
+            digest = hashlib.new(algorithm)
+            with _get(f"{api}/blobs/{blob['digest']}", env) as answer:
+                for chunk in iter(lambda: answer.read(1 << 20), b""):
+                    digest.update(chunk)
+            if digest.hexdigest() != expected:
+                raise SpackError(f"{url}: tag {tag}: blob {blob['digest']} reads back as {algorithm}:"
+                                 f"{digest.hexdigest()}: the registry's copy is altered; nothing was installed")
+            checked += 1
+    return checked
+
+
 def install(spec_hash: str, scope: Path, env: Dict[str, str]) -> Installed:
     """One spec and its dependencies, binaries only, into the scope's install
-    tree: outside the site environment (`spack` without -e, run from the
-    scope's folder), as on a machine that has only the registry."""
+    tree, once the registry's buildcache verifies: outside the site
+    environment (`spack` without -e, run from the scope's folder), as on a
+    machine that has only the registry."""
     spack = str(paths.spack_root() / "bin" / "spack")
     start = time.monotonic()
+    mirror = yaml.safe_load((scope / "mirrors.yaml").read_text())["mirrors:"][MIRROR]
+    verify(mirror["url"], env)
     _run([spack, "-C", str(scope), "install", "--cache-only", "--no-check-signature", f"/{spec_hash}"], env, scope)
     root = Path(yaml.safe_load((scope / "config.yaml").read_text())["config"]["install_tree"]["root"])
     return Installed(root, time.monotonic() - start)

@@ -229,13 +229,19 @@ def _spack_spec(app: Application, entry: dict, components: dict, site: Site, pro
     """The abstract Spack spec of one cell. Every flavor names its target:
     the site's oldest CPU generation (a preference alone lets reuse pick an
     install built for another CPU), or this machine's for a native twin; it
-    goes before the %compiler, as what follows that constrains the compiler."""
+    goes before the %compiler, as what follows that constrains the compiler.
+    A build for a newer target (a CPU level's, a native twin's) keeps the
+    flavor's dependencies: they run on the baseline or older (`target=:<baseline>`,
+    which Debian's generic x86_64 externals satisfy), or Spack would build
+    the MPI and libraries again for each level (MVAPICH2: 20 min each)."""
     compiler = components["compilers"][entry["compiler"]]
     by_package: Dict[str, List[str]] = {}
     for virtual, package in providers:
         by_package.setdefault(package, []).append(virtual)
     deps = [f"^[virtuals=mpi] {_mpi_spec(components['mpis'][entry['mpi']], site.fabric)}"] + [
         f"^[virtuals={','.join(virtuals)}] {package}" for package, virtuals in by_package.items()]
+    if target != cpus.baseline_target():
+        deps = [f"{dep} target=:{cpus.baseline_target()}" for dep in deps]
     variants = merge_variants(app.variants, entry["variants"])
     flags = cpus.fat_flags(compiler["fat_flags"])
     if flags:

@@ -161,7 +161,8 @@ def _definition(flavor, help_text: str = "help") -> str:
     return render.text(images.CONTAINERS, "flavor.def.j2", flavor=flavor, base="/b/base.sif", spack_root="/s",
                        spack_packages="/p", site_repo="/r", context="/c", vendor_copies=[], build_packages=["python3"],
                        roots=["/abc"], closure=["/abc"], view="/opt/views/view", final_packages=["mpich"],
-                       launcher_alternative="/usr/bin/mpirun.mpich", environment=[("I_MPI_ROOT", "/v w")],
+                       launcher_alternative="/usr/bin/mpirun.mpich",
+                       environment=[("I_MPI_ROOT", "/v w", False), ("PATH", "/v w/bin", True)],
                        labels={"org.onestack.flavor": flavor.module_name}, help=help_text, buildcache="/opt/buildcache")
 
 
@@ -173,6 +174,17 @@ def test_a_definition_quotes_runtime_settings_for_the_shell(text, tmp_path):
     proc = subprocess.run(["sh", str(tmp_path / "env.sh")], capture_output=True)
     assert proc.stdout.decode() == text.replace("{marker}", str(tmp_path / "m"))
     assert not (tmp_path / "m").exists()
+
+
+def test_a_definition_puts_a_vendor_bin_first_on_the_images_path(tmp_path):
+    """Intel MPI's bin/ goes before the PATH Apptainer sets, which stays
+    (a quoted '$PATH' once left the image's %test without mktemp)."""
+    definition = _definition(stack.load().flavor("qe/openblas-mpich"))
+    environment = definition.split("%environment\n")[1].split("\n%")[0]
+    (tmp_path / "env.sh").write_text(environment + '\nprintf "%s" "$PATH"\n')
+    proc = subprocess.run(["sh", str(tmp_path / "env.sh")], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin"})
+    assert proc.stdout == "/v w/bin:/opt/onestack/dispatch/bin:/opt/views/view/bin:/usr/bin:/bin"
 
 
 def test_a_definition_refuses_a_line_that_would_open_a_section():

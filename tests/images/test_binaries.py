@@ -2,8 +2,9 @@
 builds of qe/openblas-mpich pushed as a Spack OCI buildcache (what `make
 push-binaries` does), installed into an empty second prefix with `spack
 install --cache-only` from the registry alone, relocated there, and run on
-the QE problem. Spack 1.1 cannot sign OCI buildcaches: the blobs' sha256,
-checked by Spack on download, is what guards them (an altered blob fails).
+the QE problem. Spack 1.1 cannot sign OCI buildcaches, and unpacks an
+altered tarball without a word: every blob is read back against its sha256
+digest before anything installs (an altered one is refused).
 
 The benchmark: installing from the registry against building from source,
 side by side. The source build is not repeated here (QE alone is 28 min on
@@ -43,8 +44,11 @@ def pushed(reg, published_flavors, workdir):
     return {"root": roots[flavor.spack_spec], "url": url, "env": env}
 
 
-def _relative(prefix: str) -> Path:
-    return Path(prefix).relative_to(paths.prefix() / "software")
+def _in_second(prefix: str, second: Path) -> Path:
+    """Where an install of the site's tree lies in the second prefix (an
+    external, such as Debian's MPICH, stays where it is)."""
+    software = paths.prefix() / "software"
+    return second / Path(prefix).relative_to(software) if Path(prefix).is_relative_to(software) else Path(prefix)
 
 
 def test_second_prefix_installs_from_the_registry_and_runs_qe(pushed, workdir, tmp_path):
@@ -52,8 +56,8 @@ def test_second_prefix_installs_from_the_registry_and_runs_qe(pushed, workdir, t
     scope = oci_buildcache.write_scope(workdir / "install-scope", pushed["url"], install_root=second)
     installed = timed(f"spack install --cache-only {FLAVOR} (empty prefix)", oci_buildcache.install,
                       pushed["root"]["hash"], scope, pushed["env"])
-    qe_bin = second / _relative(pushed["root"]["prefix"]) / "bin"
-    mpi_bin = second / _relative(pushed["root"]["mpi"]["prefix"]) / "bin"
+    qe_bin = _in_second(pushed["root"]["prefix"], second) / "bin"
+    mpi_bin = _in_second(pushed["root"]["mpi"]["prefix"], second) / "bin"
     linked = subprocess.run(["ldd", str(qe_bin / "pw.x")], text=True, capture_output=True, check=True).stdout
     assert "not found" not in linked, linked
     assert str(paths.prefix() / "software") not in linked, f"pw.x still links the first prefix:\n{linked}"
@@ -93,6 +97,7 @@ def test_an_altered_blob_fails_the_install(pushed, reg, workdir):
                                            install_root=workdir / "third-prefix")
         with pytest.raises(SpackError) as refused:
             oci_buildcache.install(pushed["root"]["hash"], scope, pushed["env"])
-        assert "checksum" in str(refused.value).lower() or "sha256" in str(refused.value).lower(), refused.value
+        assert "the registry's copy is altered; nothing was installed" in str(refused.value), refused.value
+        assert not (workdir / "third-prefix").exists()
     finally:
         largest.write_bytes(original)

@@ -298,6 +298,9 @@ def _spack_scope(folder: Path) -> None:
     folder.mkdir()
     config_files = {
         "config": {"config": {"install_tree": {"root": STORE, "padded_length": 0}}},
+        # One `spack install` of every build of the flavor (one per CPU level):
+        # solved together, the builds of one package conflict.
+        "concretizer": {"concretizer": {"unify": False}},
         "mirrors": {"mirrors:": {scope.BUILDCACHE_MIRROR: {"url": f"file://{BUILDCACHE}", "signed": False,
                                                            "source": False}}},
         "repos": {"repos:": {"onestack": "/opt/onestack/packages/spack_repo/onestack",

@@ -5,7 +5,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import List
+from typing import Dict, List, Optional
 
 from onestack import paths
 
@@ -61,11 +61,12 @@ def concretize() -> None:
     stamp.write_text(fingerprint)
 
 
-def run(*args: str, quiet: bool = False) -> None:
-    """Run a Spack command, its output shown (or kept for the error if quiet)."""
+def run(*args: str, quiet: bool = False, env: Optional[Dict[str, str]] = None) -> None:
+    """Run a Spack command, its output shown (or kept for the error if quiet),
+    in this environment (or in env)."""
     cmd = command(*args)
     print(f"==> spack {' '.join(args)}", flush=True)
-    proc = subprocess.run(cmd, text=True, capture_output=quiet)
+    proc = subprocess.run(cmd, text=True, capture_output=quiet, env=env)
     if proc.returncode != 0:
         detail = (proc.stdout + proc.stderr)[-4000:] if quiet else ""
         raise SpackError(f"`spack {' '.join(args)}` failed (exit {proc.returncode})\n{detail}")

@@ -106,7 +106,8 @@ def _commit_archive(source: dict, how: dict) -> None:
 
     Spack's mirror keeps such a version as a tar.gz of the commit's tree under
     one top folder (what `spack mirror create` writes); `git archive` of the
-    commit, resolved in the clone to exactly that id, is that tree."""
+    commit, resolved in the clone to exactly that id, is that tree, less the
+    files `omit` names (each with why no build step reads it)."""
     variable, commit = how["clone_variable"], source["commit"]
     clone = _clone(variable, f"commit {commit}")
     proc = subprocess.run(["git", "-C", clone, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"],
@@ -116,8 +117,9 @@ def _commit_archive(source: dict, how: dict) -> None:
     target = paths.mirror() / source["mirror_path"]
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
+    left_out = [f":(exclude){path}" for path in how["omit"]]
     subprocess.run(["git", "-C", clone, "archive", "--format=tar.gz", "--prefix=spack-src/",
-                    "--output", str(partial), commit], check=True)
+                    "--output", str(partial), commit, "--", ".", *left_out], check=True)
     partial.replace(target)
     print(f"==> mirror: admitted {source['spec']} {source['kind']} (git archive of commit {commit} from ${variable})")
 

@@ -4,9 +4,10 @@ find`, the vendor libraries of setup/vendor.yaml, the source mirror and the
 site buildcache."""
 
 import hashlib
+import os
 import subprocess
 from pathlib import Path
-from typing import List
+from typing import Dict, List
 
 import yaml
 
@@ -41,14 +42,14 @@ def detect_externals() -> None:
     # From scratch: `spack external find` adds to what is there, and an entry
     # detected by an older recipe would stay beside the new ones.
     (scope_dir() / "packages.yaml").unlink(missing_ok=True)
-    spack.run("external", "find", "--scope", _scope_name(), *packages, quiet=True)
+    spack.run("external", "find", "--scope", _scope_name(), *packages, quiet=True, env=_os_programs_only())
     # Spack gives each package 60 s and skips a slower one without a word
     # (only `spack -d` says so): on a fresh machine Open MPI's cold
     # `ompi_info -a` took longer, and Open MPI was then built from source.
     # The caches are warm for a second try; what is still missing is an error.
     missing = _undetected(wanted["libraries"])
     if missing:
-        spack.run("external", "find", "--scope", _scope_name(), *missing, quiet=True)
+        spack.run("external", "find", "--scope", _scope_name(), *missing, quiet=True, env=_os_programs_only())
     missing = _undetected(wanted["libraries"])
     if missing:
         raise paths.SetupError(
@@ -56,6 +57,14 @@ def detect_externals() -> None:
             "install their Debian packages (setup/apt-packages.txt) and run `make setup` again")
     stamp.write_text(digest.hexdigest())
     print(f"==> site scope: externals detected into {scope_dir() / 'packages.yaml'}")
+
+
+def _os_programs_only() -> Dict[str, str]:
+    """The environment of `spack external find`: programs are looked up on
+    PATH, and this machine's may hold a user's own (pyenv's python shims, a
+    newer cmake in /usr/local); the stack's externals are the OS packages of
+    setup/apt-packages.txt, in the OS's folders."""
+    return {**os.environ, "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"}
 
 
 def _undetected(libraries: List[str]) -> List[str]:

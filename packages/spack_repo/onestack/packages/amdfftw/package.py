@@ -1,0 +1,44 @@
+# AOCL-FFTW as the site builds it: one library for every CPU generation.
+#
+# The builtin recipe compiles FFTW's SIMD codelet sets (SSE2, AVX, AVX2,
+# AVX-512) only where Spack's target has the instructions: for the site's
+# baseline (x86_64_v2, environments/cpus.yaml) that is SSE2 alone, and every
+# newer CPU would run SSE2 FFTs. FFTW compiles each codelet set with its own
+# flags and asks the CPU (CPUID and XGETBV) before its planner uses one, so
+# building all of them is safe on the oldest generation. AMD's dynamic
+# dispatcher (--enable-dynamic-dispatcher: GCC target_clones of its own
+# kernels for Zen 1-3, AVX2, AVX, SSE2 and a default, chosen by the loader per
+# CPU) is turned on for the same reason. AMD's configure applies both only on
+# an AMD build host (it reads /proc/cpuinfo); on an Intel one the result is
+# upstream FFTW with every codelet set, still one library for every CPU.
+#
+# Double precision only (spack.yaml): what QE and LAMMPS call.
+from spack_repo.builtin.packages.amdfftw.package import Amdfftw as BuiltinAmdfftw
+
+from spack.package import *
+
+SIMD_SETS = ("sse2", "avx", "avx2", "avx512")
+
+
+class Amdfftw(BuiltinAmdfftw):
+    """AOCL-FFTW with every SIMD codelet set and AMD's dynamic dispatcher."""
+
+    conflicts("precision=long_double", msg="the site builds AOCL-FFTW's SIMD precisions only (float, double)")
+    conflicts("precision=quad", msg="the site builds AOCL-FFTW's SIMD precisions only (float, double)")
+    conflicts("+mpi", msg="QE and LAMMPS distribute their FFTs themselves: the site builds AOCL-FFTW without MPI")
+    requires("+amd-dynamic-dispatcher", when="%gcc", msg="the site's AOCL-FFTW runs on every CPU generation")
+
+    def configure(self, spec, prefix):
+        options = [
+            f"--prefix={prefix}",
+            "--enable-amd-opt",
+            "--enable-dynamic-dispatcher",
+            "--disable-mpi",
+            *self.enable_or_disable("shared"),
+            *self.enable_or_disable("openmp"),
+            *self.enable_or_disable("threads"),
+            *(f"--enable-{simd}" for simd in SIMD_SETS),
+        ]
+        for precision in self.selected_precisions:
+            with working_dir(precision, create=True):
+                Executable("../configure")(*options, *(["--enable-float"] if precision == "float" else []))

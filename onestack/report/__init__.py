@@ -2,7 +2,8 @@
 benchmark-only builds and the baselines run side by side on the figures of
 the test problems (measure.py), against the measured peak (peak.py), judged
 by the goals of report/goals.yaml (goals.py), with the site default moved
-only beyond the spread of the runs (defaults.py), written as an HTML page
+only beyond the spread of the runs (defaults.py), each fat flavor against its
+native twin in alternating pairs (pairs.py), written as an HTML page
 with charts (page.py) into $ONESTACK_PREFIX/reports/<time>/.
 
 `onestack report qe hpl/mkl-mpich` measures a selection (apps or flavors);
@@ -16,7 +17,7 @@ from typing import List, Optional
 
 from onestack import paths, problems, stack
 from onestack.modules import publish
-from onestack.report import defaults, goals, interconnect, measure, page, peak
+from onestack.report import defaults, goals, interconnect, measure, page, pairs, peak
 
 
 def reports_dir() -> Path:
@@ -78,6 +79,7 @@ def _measure_app(init: Path, app: str, contestants: List[dict], out: Path, reduc
         if beyond_noise and full else None
     return {"app": app, "cases": cases, "fastest": best, "default_change": change,
             "default_note": defaults.note(best, default, beyond_noise, change),
+            "native_pairs": pairs.measure_pairs(init, contestants, app, out / "pairs", reduced),
             "emulated": [] if reduced else measure.emulated(init, contestants, app, out / "emulated")}
 
 

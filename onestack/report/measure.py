@@ -120,7 +120,7 @@ def measure_case(init: Path, runs: List[dict], problem: Problem, casedir: Path, 
               f"{'warm-up round' if not counted else f'round {i + 1 - warmup} of {repeats}'}"
               f" ({', '.join(c['label'] for c in order)})", flush=True)
         for c in order:
-            outcome, error = _run_once(init, c, problem, casedir / c["name"].replace("/", "_") / f"run{i}")
+            outcome, error = run_once(init, c, problem, casedir / c["name"].replace("/", "_") / f"run{i}")
             if error:  # a broken contestant is reported, the others still measured
                 errors[c["name"]] = error
             elif counted:
@@ -143,7 +143,7 @@ def figures(problem: Problem, output: str) -> Dict[str, float]:
     return found
 
 
-def _run_once(init: Path, run: dict, problem: Problem, rundir: Path):
+def run_once(init: Path, run: dict, problem: Problem, rundir: Path):
     """One run of one contestant, recorded in the flavor table's test column;
     its outcome and its error, if any."""
     outcome = problems.execute(problem, run["how"], rundir, init)

@@ -1,7 +1,9 @@
 """The report's arithmetic, its goals and its default rule, on figures
 written out here (the report itself runs in tests/test_report.py)."""
 
-from onestack.report import defaults, goals, measure, peak
+import math
+
+from onestack.report import defaults, goals, measure, pairs, peak
 
 
 def _app(results: list, figures: dict, benchmark: bool = False, **extra) -> dict:
@@ -47,12 +49,31 @@ def test_flavor_over_a_baseline_or_the_reference():
     assert judged["verdict"] == "not measured: debian-qe failed its check: energy off"
 
 
-def test_the_native_gap_is_the_fat_builds_ratio_to_its_twin():
-    app = _app([_result("qe/a", "flavor", wall_time=(16, 16.42, 17, 1.0256)),
-                _result("qe/a-native", "native", wall_time=(15.8, 16.01, 16.5, 1.0))],
-               {"wall_time": {"unit": "s", "better": "lower"}})
-    judged = goals.native_gap({"at_most": 0.03}, app, {})
-    assert judged["figure"].startswith("+2.6%") and judged["verdict"] == "met"
+def test_the_native_gap_is_the_geometric_mean_of_the_pairs_with_its_interval():
+    """Pairs fat/native of 1.01, 1.03, 1.02: +2.0%, and Student's t with 2
+    degrees of freedom (4.303) on the log-ratios' spread gives the interval."""
+    found = pairs.interval([1.01, 1.03, 1.02])
+    assert math.isclose(found["gap"], 0.02, abs_tol=1e-4)
+    assert math.isclose(found["low"], -0.0048, abs_tol=3e-4) and math.isclose(found["high"], 0.0454, abs_tol=3e-4)
+    assert not pairs.resolved(found), "a 5% wide interval cannot judge a 1% goal"
+    tight = pairs.interval([1.002, 1.004, 1.003, 1.001, 1.005, 1.003])
+    assert pairs.resolved(tight) and tight["high"] < 0.01
+    assert pairs.interval([1.02])["high"] == math.inf, "one pair has no interval"
+
+
+def _gap(low: float, high: float) -> dict:
+    return {"native_pairs": [{"fat": "qe/a", "case": "c", "error": None, "gap": (low + high) / 2, "low": low,
+                              "high": high, "pairs": 12}]}
+
+
+def test_the_native_gap_goal_is_met_only_when_the_whole_interval_is_within_it():
+    goal = {"at_most": 0.01}
+    assert goals.native_gap(goal, _gap(-0.004, 0.008), {})["verdict"] == "met"
+    assert goals.native_gap(goal, _gap(0.012, 0.03), {})["verdict"] == "MISSED"
+    assert goals.native_gap(goal, _gap(0.002, 0.016), {})["verdict"].startswith("not resolved")
+    judged = goals.native_gap(goal, {"native_pairs": [{"fat": "qe/a", "error": "qe/a: energy off"}]}, {})
+    assert judged["verdict"] == "not measured: qe/a: energy off"
+    assert goals.native_gap(goal, {}, {})["verdict"] == "not measured: no native twin built"
 
 
 def test_every_goal_of_the_file_is_judged_or_says_why_not():

@@ -1,0 +1,109 @@
+"""Fat against native, side by side in alternating pairs: what a build for
+every CPU generation costs against one built for this machine alone.
+
+A report's 3 rounds cannot resolve a gap of 1%: on these shared 2-core VMs
+one run of QE's surface case spread 15.6-16.8 s. Here each pair runs the fat
+flavor and its native twin back to back, the order swapped every pair (so
+that neither always meets the machine first), and the gap is the geometric
+mean of the pairs' ratios with its 95% confidence interval (Student's t on
+the log-ratios). Pairs are added until the interval is narrow enough to
+judge a 1% goal (half-width at most RESOLUTION), or a bound on pairs or
+time is reached; a reduced run does MIN_PAIRS, to keep the code path working.
+"""
+
+import math
+import statistics
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from onestack import problems
+from onestack.report import measure
+
+RESOLUTION = 0.005  # half-width of the interval that judges a 1% goal
+MIN_PAIRS = 3  # the fewest with an interval (2 degrees of freedom)
+MAX_PAIRS = 30
+TIME_BUDGET_S = 30 * 60  # per application: the report stays within an evening
+
+# Student's t, two-sided 95%, by degrees of freedom (beyond: 1.96 is close).
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+        11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
+        20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048,
+        29: 2.045}
+
+
+def interval(ratios: List[float]) -> Dict[str, float]:
+    """The gap (fat's cost: +0.02 = 2% slower) of pairs' ratios fat/native
+    (>1: fat slower), with its 95% interval; an interval needs 2 pairs."""
+    logs = [math.log(r) for r in ratios]
+    mean = statistics.fmean(logs)
+    if len(logs) < 2:
+        return {"gap": math.exp(mean) - 1, "low": -math.inf, "high": math.inf, "pairs": len(logs)}
+    half = _T95.get(len(logs) - 1, 1.96) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return {"gap": math.exp(mean) - 1, "low": math.exp(mean - half) - 1, "high": math.exp(mean + half) - 1,
+            "pairs": len(logs)}
+
+
+def resolved(found: Dict[str, float]) -> bool:
+    return found["pairs"] >= MIN_PAIRS and (found["high"] - found["low"]) / 2 <= RESOLUTION
+
+
+def _slowdown(fat: float, native: float, better: str) -> float:
+    return native / fat if better == "higher" else fat / native
+
+
+def _headline_case(app: str, reduced: bool) -> Optional[problems.Problem]:
+    """The benchmark case where the run has one (the test-sized cases finish
+    in under a second, where the timer decides), else the first with figures."""
+    cases = [p for p in problems.load(app, benchmarks=not reduced).values() if p["figures"]]
+    benchmarks = [p for p in cases if p["benchmark_only"]]
+    chosen = (benchmarks or cases or [None])[0]
+    return chosen if chosen is None or reduced else problems.full_size(chosen)
+
+
+def _figure(init: Path, run: dict, problem: problems.Problem, rundir: Path, name: str) -> float:
+    outcome, error = measure.run_once(init, run, problem, rundir)
+    if error:
+        raise problems.ProblemError(f"{run['label']}: {error}")
+    return measure.figures(problem, outcome.output)[name]
+
+
+def _pairs(init: Path, fat: dict, native: dict, problem: problems.Problem, workdir: Path, reduced: bool) -> dict:
+    """Pairs until the interval resolves the goal or a bound is reached."""
+    name, how = next(iter(problem["figures"].items()))
+    ratios: List[float] = []
+    start = time.monotonic()
+    while len(ratios) < (MIN_PAIRS if reduced else MAX_PAIRS):
+        pair = (fat, native) if len(ratios) % 2 == 0 else (native, fat)
+        values = {c["name"]: _figure(init, c, problem, workdir / f"pair{len(ratios)}" / c["name"].replace("/", "_"),
+                                     name) for c in pair}
+        ratios.append(_slowdown(values[fat["name"]], values[native["name"]], how["better"]))
+        print(f"==> report: {problem.app}: pair {len(ratios)} ({' then '.join(c['label'] for c in pair)}): "
+              f"fat/native {ratios[-1]:.4f}; so far {describe(interval(ratios))}", flush=True)
+        if resolved(interval(ratios)) or time.monotonic() - start > TIME_BUDGET_S:
+            break
+    return {"case": problem.case, "figure": name, "ratios": ratios, **interval(ratios)}
+
+
+def measure_pairs(init: Path, runs: List[dict], app: str, workdir: Path, reduced: bool) -> List[dict]:
+    """Each native twin of the app against its fat flavor, in alternating
+    pairs; a pair that fails its check ends that twin's row with the error."""
+    problem = _headline_case(app, reduced)
+    by_name = {c["name"]: c for c in runs}
+    twins = [c for c in runs if c["kind"] == "native" and c["name"].removesuffix("-native") in by_name]
+    found = []
+    for native in twins if problem else []:
+        fat = by_name[native["name"].removesuffix("-native")]
+        row = {"fat": fat["name"], "native": native["name"], "case": problem.case, "error": None}
+        try:
+            row.update(_pairs(init, fat, native, problem, workdir / app, reduced))
+        except problems.ProblemError as err:
+            row["error"] = str(err)
+        found.append(row)
+    return found
+
+
+def describe(found: Dict[str, float]) -> str:
+    if found["pairs"] < 2:
+        return f"{found['gap']:+.2%} (1 pair, no interval)"
+    return f"{found['gap']:+.2%} [95% CI {found['low']:+.2%} .. {found['high']:+.2%}, {found['pairs']} pairs]"

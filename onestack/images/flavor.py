@@ -223,12 +223,24 @@ def build_hashes(flavor: Flavor, roots: Dict[str, dict]) -> List[str]:
             if roots.get(spec) and roots[spec]["installed"]]
 
 
+def helper_hashes(flavor: Flavor, roots: Dict[str, dict]) -> List[str]:
+    """What the image carries beside the builds: the CPU dispatcher, and the
+    library the flavor preloads (components.yaml `preload`), if any."""
+    return [roots[spec]["hash"] for spec in [DISPATCHER, *([flavor.preload.package] if flavor.preload else [])]]
+
+
+def _preload_environment(flavor: Flavor, roots: Dict[str, dict]) -> List[Tuple[str, str, bool]]:
+    if not flavor.preload:
+        return []
+    return [("LD_PRELOAD", flavor.preload.path(_in_image(roots[flavor.preload.package]["prefix"])), True)]
+
+
 def write_context(flavor: Flavor, roots: Dict[str, dict]) -> Path:
     """The flavor's build context (written beside, then renamed into place)."""
     root = roots[flavor.spack_spec]
     builds = dispatch.levels(flavor, roots)
     builds_hashes = build_hashes(flavor, roots)
-    hashes = builds_hashes + [roots[DISPATCHER]["hash"]]
+    hashes = builds_hashes + helper_hashes(flavor, roots)
     # The view holds the builds' closure; the dispatcher (static, with its own
     # x86-64 gcc-runtime) is reached through the entry points only.
     closure = _closure(builds_hashes)
@@ -258,7 +270,8 @@ def write_context(flavor: Flavor, roots: Dict[str, dict]) -> Path:
                   spack_packages=_exported(paths.spack_packages(), ["repos"], "spack-packages"), site_repo=SITE_REPO, context=str(out), vendor_copies=copies,
                   build_packages=config()["build_packages"], roots=[f"/{h}" for h in hashes],
                   closure=[f"/{n['hash']}" for n in closure["installed"]], view=VIEW, final_packages=final_packages,
-                  launcher_alternative=alternative, environment=_environment(closure), help=_help(flavor, problem),
+                  launcher_alternative=alternative, help=_help(flavor, problem),
+                  environment=_environment(closure) + _preload_environment(flavor, roots),
                   buildcache=BUILDCACHE)
     # The image carries the digest of what it is made of (its definition
     # without this label, and the files it copies): unchanged, it is not rebuilt.
@@ -331,7 +344,7 @@ def _up_to_date(runner_: apptainer.Apptainer, image: Path, inputs: str) -> bool:
 def build(flavor: Flavor, roots: Dict[str, dict]) -> Path:
     """The flavor's signed SIF, rebuilt only when its inputs changed; a
     failed build leaves the previous image (or none) in place."""
-    for root_hash in [*build_hashes(flavor, roots), roots[DISPATCHER]["hash"]]:
+    for root_hash in [*build_hashes(flavor, roots), *helper_hashes(flavor, roots)]:
         spack.run("buildcache", "push", "--update-index", "--unsigned", scope.BUILDCACHE_MIRROR, f"/{root_hash}",
                   quiet=True)
     context = write_context(flavor, roots)

@@ -21,7 +21,7 @@ import yaml
 from onestack import paths, render, spack, stack
 from onestack.modules import abi, dispatch, lmod
 from onestack.spack import vendor
-from onestack.spack.environment import DISPATCHER
+from onestack.spack.environment import DISPATCHER, preload_packages
 from onestack.stack.flavors import Flavor
 
 TEMPLATES = paths.REPO / "modulefiles" / "templates"
@@ -137,6 +137,7 @@ def installed_roots(selected: List[Flavor]) -> Tuple[List[Flavor], Dict[str, dic
     wanted = {f.spack_spec: f.module_name for f in selected}
     runtimes = {r.spec: r.module_name for r in stack.load().runtimes}
     runtimes[DISPATCHER] = "the CPU dispatcher (onestack-dispatch)"
+    runtimes.update({p: f"{p}, preloaded by flavors (components.yaml `preload`)" for p in preload_packages(selected)})
     levels = [spec for f in selected for _, spec in f.levels]
     roots = spack.query("flavor_roots", json.dumps(list(wanted) + list(runtimes) + levels))
     for spec, module in runtimes.items():
@@ -180,7 +181,8 @@ def _flavor_modules(release: Path, selected: List[Flavor], roots: Dict[str, dict
         _render("flavor.lua.j2", release / "flavors" / flavor.app.module / f"{flavor.name}.lua",
                 flavor=flavor, root=root, modules=modules, math_line=math_line, release=release.name,
                 source_file=flavor.app.file.relative_to(flavor.app.file.parent.parent), site=stack.load().site,
-                launcher_dir=_launcher_dir(release, flavor), dispatch=dispatch.write(release, flavor, roots))
+                launcher_dir=_launcher_dir(release, flavor), dispatch=dispatch.write(release, flavor, roots),
+                preload_path=flavor.preload.path(roots[flavor.preload.package]["prefix"]) if flavor.preload else "")
 
 
 def _launcher_dir(release: Path, flavor: Flavor) -> str:

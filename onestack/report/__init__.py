@@ -34,12 +34,13 @@ def latest() -> Path:
 def _selected(contestant: dict, app: str, only: List[str]) -> bool:
     """Whether a selection (apps or app/flavor names; empty: everything)
     takes a contestant. The yardsticks of an application (reference,
-    baselines) come with any flavor of it; a native twin with its fat flavor."""
+    baselines) come with any flavor of it; a native twin, or a run without
+    the flavor's preload, with the flavor it accompanies."""
     if not only or app in only:
         return True
     if contestant["kind"] in ("reference", "baseline"):
         return any(o.startswith(f"{app}/") for o in only)
-    return contestant["name"].removesuffix("-native") in only
+    return contestant.get("of", contestant["name"]) in only
 
 
 def _check_selection(only: List[str], published: List[str]) -> None:

@@ -97,6 +97,26 @@ def native_gap(goal: dict, app: dict, peak: dict) -> dict:
     return {"figure": figure, "verdict": f"not resolved: the interval spans {goal['at_most']:.0%}"}
 
 
+def preload_gain(goal: dict, app: dict, peak: dict) -> dict:
+    """What a flavor's preloaded library (MKL's CPU-path remedy) gives: its
+    figure with the library against without, side by side in the same
+    rounds; the geometric mean over the flavors and headline cases."""
+    gains, shown = [], []
+    for case in _headline(app["cases"]).values():
+        how = case["figures"].get(goal["figure"])
+        by_name = {r["name"]: r for r in case["results"]}
+        for off in (r for r in case["results"] if r["kind"] == "without_preload" and goal["figure"] in r["figures"]):
+            on = by_name[off["of"]]["figures"].get(goal["figure"])
+            if how and on:
+                before, after = off["figures"][goal["figure"]]["median"], on["median"]
+                gains.append(after / before if how["better"] == "higher" else before / after)
+                shown.append(f"{off['of']} {before:.3g} -> {after:.3g}")
+    if not gains:
+        return {"figure": "-", "verdict": "not measured: no flavor with a preload ran"}
+    gain = statistics.geometric_mean(gains)
+    return {"figure": f"{gain:.2f}x ({'; '.join(shown)})", "verdict": _verdict(goal, gain)}
+
+
 def emulated(goal: dict, app: dict, peak: dict) -> dict:
     """On the emulated generations: the fat build runs on every one, the
     native build on none of a lower x86-64 level than this machine (on the
@@ -113,7 +133,8 @@ def emulated(goal: dict, app: dict, peak: dict) -> dict:
     return {"figure": figure, "verdict": "met" if met else "MISSED"}
 
 
-KINDS = {"peak_share": peak_share, "flavor_over": flavor_over, "native_gap": native_gap, "emulated": emulated}
+KINDS = {"peak_share": peak_share, "flavor_over": flavor_over, "native_gap": native_gap, "emulated": emulated,
+         "preload_gain": preload_gain}
 
 
 def judge(apps: List[dict], peak: dict) -> List[dict]:

@@ -24,8 +24,10 @@ def contestants(published: List[str]) -> List[dict]:
     build (run from its prefix, with a published flavor of the same MPI
     loaded for the MPI), and each baseline."""
     matrix = stack.load()
-    runs = [{"name": m, "label": m, "app": m.split("/")[0], "how": How(modules=(m,)), "kind": "flavor"}
-            for m in published]
+    runs = []
+    for m in published:
+        runs.append({"name": m, "label": m, "app": m.split("/")[0], "how": How(modules=(m,)), "kind": "flavor"})
+        runs += _without_preload(matrix.flavor(m))
     extra = [f for f in matrix.flavors if not f.published]
     roots = spack.query("flavor_roots", json.dumps([f.spack_spec for f in extra])) if extra else {}
     runs += _baselines(matrix.flavors)
@@ -40,9 +42,21 @@ def contestants(published: List[str]) -> List[dict]:
         # A native twin runs right after its fat flavor, so that the two meet
         # the machine in the same state (see round_order).
         names = [r["name"] for r in runs]
-        fat = build.module_name.removesuffix("-native")
-        runs.insert(names.index(fat) + 1 if build.native and fat in names else len(runs), run)
+        if build.native:
+            run["of"] = build.module_name.removesuffix("-native")
+        runs.insert(names.index(run["of"]) + 1 if run.get("of") in names else len(runs), run)
     return runs
+
+
+def _without_preload(flavor: Flavor) -> List[dict]:
+    """A flavor that preloads a library (components.yaml `preload`, e.g.
+    MKL's CPU-path remedy) runs a second time without it, right after
+    itself: the before and after of the remedy, side by side."""
+    if not flavor.preload:
+        return []
+    return [{"name": f"{flavor.module_name}-without-preload", "of": flavor.module_name,
+             "label": f"{flavor.module_name} (without {flavor.preload.package})", "app": flavor.app.module,
+             "kind": "without_preload", "how": How(modules=(flavor.module_name,), unset=("LD_PRELOAD",))}]
 
 
 def _same_mpi(flavor: Flavor, build: Flavor) -> bool:
@@ -177,7 +191,7 @@ def emulated(init: Path, runs: List[dict], app: str, workdir: Path) -> List[dict
     for g in cpus.generations() if twins else []:
         print(f"==> report: {app}: emulated {g['qemu']} (fat and native builds)", flush=True)
         for twin in twins:
-            fat = by_name[twin["name"].removesuffix("-native")]
+            fat = by_name[twin["of"]]
             row = {"cpu": g["qemu"], "isa": g["isa"], "older": g["x86_64_level"] < paths.host_x86_64_level()}
             for key, c in (("fat", fat), ("native", twin)):
                 how = How(modules=c["how"].modules, path=c["how"].path, emulate=g["qemu"])

@@ -90,10 +90,10 @@ def measure_pairs(init: Path, runs: List[dict], app: str, workdir: Path, reduced
     pairs; a pair that fails its check ends that twin's row with the error."""
     problem = _headline_case(app, reduced)
     by_name = {c["name"]: c for c in runs}
-    twins = [c for c in runs if c["kind"] == "native" and c["name"].removesuffix("-native") in by_name]
+    twins = [c for c in runs if c["kind"] == "native" and c["of"] in by_name]
     found = []
     for native in twins if problem else []:
-        fat = by_name[native["name"].removesuffix("-native")]
+        fat = by_name[native["of"]]
         row = {"fat": fat["name"], "native": native["name"], "case": problem.case, "error": None}
         try:
             row.update(_pairs(init, fat, native, problem, workdir / app, reduced))

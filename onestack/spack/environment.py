@@ -27,6 +27,12 @@ def _permissions(site) -> dict:
 DISPATCHER = "onestack-dispatch target=x86_64"
 
 
+def preload_packages(selected: List[Flavor]) -> List[str]:
+    """The libraries the selected flavors preload (components.yaml
+    `preload`): built beside them, never offered as modules of their own."""
+    return sorted({f.preload.package for f in selected if f.preload})
+
+
 def render(selected: List[Flavor], out: Optional[Path] = None, ci: bool = False) -> Path:
     """Write the Spack config for the selected flavors and their level
     builds (with ci, those of `levels.ci_build`), by default where
@@ -40,10 +46,11 @@ def render(selected: List[Flavor], out: Optional[Path] = None, ci: bool = False)
     hidden = [f"{f.app.package} target={paths.host_target()}" if f.native else next(iter(f.projection()))
               for f in selected if not f.published]
     hidden += sorted({f"{f.app.package} target={target}" for f in selected for _, target in cpus.newer_levels()})
-    hidden.append(DISPATCHER.split()[0])
+    preloads = preload_packages(selected)
+    hidden += [DISPATCHER.split()[0], *preloads]
     config = {
         "definitions": [{"flavors": [spec for f in selected for spec in f.specs(ci)]},
-                        {"runtimes": [r.spec for r in matrix.runtimes] + [DISPATCHER]}],
+                        {"runtimes": [r.spec for r in matrix.runtimes] + [DISPATCHER, *preloads]}],
         "modules": {"default": {"lmod": {"projections": projections, "exclude": hidden}}},
         "packages": {"all": {"target": [cpus.baseline_target()], "permissions": _permissions(matrix.site)}},
     }

@@ -32,6 +32,19 @@ class Setting:
 
 
 @dataclass(frozen=True)
+class Preload:
+    """A library of the stack the flavor's programs load before any other
+    (LD_PRELOAD): a Spack package of packages/, built beside the flavors."""
+
+    package: str
+    library: str  # the file in the package's lib/
+    why: str
+
+    def path(self, prefix: str) -> str:
+        return f"{prefix}/lib/{self.library}"
+
+
+@dataclass(frozen=True)
 class Application:
     file: Path
     module: str
@@ -72,6 +85,7 @@ class Flavor:
     # (dispatcher level name, Spack spec) of its builds for the newer x86-64
     # levels, when the application lists it under `levels`
     levels: Tuple[Tuple[str, str], ...] = ()
+    preload: Optional[Preload] = None  # its math library's (components.yaml `preload`)
 
     @property
     def published(self) -> bool:
@@ -201,6 +215,13 @@ def _settings(*envs: dict) -> Tuple[Setting, ...]:
     return tuple(Setting(name, s["value"], " ".join(s["why"].split())) for env in envs for name, s in env.items())
 
 
+def _preload(math: dict) -> Optional[Preload]:
+    if "preload" not in math:
+        return None
+    entry = math["preload"]
+    return Preload(entry["package"], entry["library"], " ".join(entry["why"].split()))
+
+
 def _check_components(file: Path, components: dict, site: Site) -> None:
     """Each MPI says how it runs on every fabric; the site names known ones."""
     fabrics = components["fabrics"]
@@ -282,7 +303,7 @@ def _flavor(file: Path, app: Application, kind: str, name: str, entry: dict, com
         unavailable=(site.why_unavailable("compilers", entry["compiler"]) + site.why_unavailable("mpis", entry["mpi"])
                      + site.why_unavailable("math", entry["math"])),
         fat_flags=cpus.fat_flags(components["compilers"][entry["compiler"]]["fat_flags"]),
-        mpi_launcher=mpi["launcher"], kind=kind, levels=levels)
+        mpi_launcher=mpi["launcher"], kind=kind, levels=levels, preload=_preload(math))
 
 
 def _application(file: Path, doc: dict, site: Site) -> Application:

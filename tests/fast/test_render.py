@@ -16,7 +16,7 @@ from onestack import render, stack
 from onestack.modules import publish
 from onestack.problems import Problem, How, runner
 from onestack.spack import environment, vendor
-from onestack.stack.flavors import Setting
+from onestack.stack.flavors import Preload, Setting
 
 HOSTILE = ['say "hi" and \'bye\'', "two\nlines", "ends in ]]", "]==] and ]] and ]=]", "$(touch {marker})",
            "back\\slash `tick` ${HOME} ;& |", "tab\tand\rreturn", "ünïcödé ✓"]
@@ -82,7 +82,8 @@ class LuaModule:
 def _hostile_flavor(text: str):
     flavor = stack.load().flavor("qe/openblas-impi")
     app = dataclasses.replace(flavor.app, description=text, usage=text)
-    return dataclasses.replace(flavor, app=app, env=(Setting("ONESTACK_TEST", text, text),))
+    return dataclasses.replace(flavor, app=app, env=(Setting("ONESTACK_TEST", text, text),),
+                               preload=Preload("onestack-mkl-cpu-path", "libx.so", text))
 
 
 def _root() -> dict:
@@ -99,7 +100,8 @@ def test_flavor_module_keeps_any_text_as_text(text, tmp_path):
                       math_line=text, release="r1", source_file="environments/qe.yaml",
                       site=stack.load().site, launcher_dir=str(tmp_path / text),
                       dispatch={"bin": str(tmp_path / "d" / text), "check": str(tmp_path / text / "check"),
-                                "levels": ["x86-64-v2", "x86-64-v3"], "programs": 2})
+                                "levels": ["x86-64-v2", "x86-64-v3"], "programs": 2},
+                      preload_path=str(tmp_path / text / "libx.so"))
     module = LuaModule(out)
     assert ("ONESTACK_TEST", text) in module.values("setenv")
     assert (f"Description: {text}",) in module.values("whatis")
@@ -107,6 +109,7 @@ def test_flavor_module_keeps_any_text_as_text(text, tmp_path):
     [help_text] = module.values("help")
     assert help_text[0].count(text) >= 3, help_text  # description, usage, the setting's value and why
     assert ("PATH", str(tmp_path / text)) in module.values("prepend_path")
+    assert ("LD_PRELOAD", str(tmp_path / text / "libx.so")) in module.values("prepend_path")
 
 
 def test_default_and_runtime_modules_are_lua_literals():
@@ -196,3 +199,16 @@ def test_a_definition_refuses_a_line_that_would_open_a_section():
         _definition(stack.load().flavor("qe/openblas-mpich"), help_text="usage\n%runscript")
     with pytest.raises(render.Refused, match="on one line"):
         render.def_line("label\nvalue")
+
+
+def test_a_preloaded_library_is_built_beside_its_flavors_and_never_a_module(tmp_path):
+    """MKL's CPU-path remedy (components.yaml mkl `preload`): every MKL
+    flavor carries it, and the rendered environment builds it once."""
+    matrix = stack.load()
+    mkl = [f for f in matrix.flavors if f.math == "mkl"]
+    assert mkl and all(f.preload and f.preload.package == "onestack-mkl-cpu-path" for f in mkl)
+    assert not any(f.preload for f in matrix.flavors if f.math != "mkl")
+    config = yaml.safe_load(environment.render([mkl[0], matrix.flavor("qe/openblas-mpich")],
+                                               out=tmp_path / "f.yaml").read_text())
+    assert "onestack-mkl-cpu-path" in config["definitions"][1]["runtimes"]
+    assert "onestack-mkl-cpu-path" in config["modules"]["default"]["lmod"]["exclude"]

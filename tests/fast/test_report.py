@@ -115,3 +115,14 @@ def test_ratios_are_to_the_best_flavor():
     results = [_result("a", "flavor", hpl_gflops=(1, 80.0, 1)), _result("b", "flavor", hpl_gflops=(1, 40.0, 1))]
     measure.ratios(results, {"figures": GFLOPS})
     assert [r["figures"]["hpl_gflops"]["ratio"] for r in results] == [1.0, 2.0]
+
+
+def test_the_preload_gain_is_each_flavor_with_its_library_against_without():
+    """hpl/mkl-mpich 36 GFLOPS without MKL's CPU-path remedy, 45 with it."""
+    hpl = _app([_result("hpl/mkl-mpich", "flavor", hpl_gflops=(44, 45, 46)),
+                {**_result("hpl/mkl-mpich-without-preload", "without_preload", hpl_gflops=(35, 36, 37)),
+                 "of": "hpl/mkl-mpich"}], GFLOPS)
+    judged = goals.preload_gain({"figure": "hpl_gflops", "at_least": 1.05}, hpl, {})
+    assert judged == {"figure": "1.25x (hpl/mkl-mpich 36 -> 45)", "verdict": "met"}, judged
+    nothing = goals.preload_gain({"figure": "hpl_gflops", "at_least": 1.05}, _app([], GFLOPS), {})
+    assert nothing["verdict"].startswith("not measured")

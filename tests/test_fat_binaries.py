@@ -27,6 +27,9 @@ PROGRAMS = Path(__file__).parent / "programs"
 DISPATCH = {
     "openblas": (("OPENBLAS_VERBOSE", "2"), "Core: "),
     "mkl": (("MKL_VERBOSE", "1"), "enabled processors"),
+    # AOCL-BLIS's x86_64 family (packages/.../amdblis): penryn, sandybridge,
+    # haswell, skx kernels on the Intel generations, zen* on AMD's.
+    "aocl": (("BLIS_ARCH_DEBUG", "1"), "Selecting sub-configuration"),
 }
 
 

@@ -205,15 +205,16 @@ def _help(flavor: Flavor, problem) -> str:
 
 
 def _environment(closure: dict) -> List[Tuple[str, str, bool]]:
-    """What a copied vendor library's module would set (I_MPI_ROOT, ...) or
-    put first on PATH (Intel MPI's bin/), for the image's %environment:
-    (name, value, prepended)."""
+    """What a copied vendor library's module sets (I_MPI_ROOT, ...) or puts
+    first (Intel MPI's bin/ on PATH; its lib/ on LD_LIBRARY_PATH, where
+    Intel MPI's libmpi looks for the libfabric.so.1 it loads at MPI_Init),
+    for the image's %environment: (name, value, prepended)."""
     settings = []
     for name, _, prefix in closure["externals"]:
         if name in vendor.every() and "pip" in vendor.every()[name]:
             layout = vendor.environment(name)
             settings += [(k, v, False) for k, v in layout["set"]]
-            settings += [(k, v, True) for k, v in layout["prepend"] if k == "PATH"]
+            settings += [(k, v, True) for k, v in layout["prepend"]]
     return settings
 
 

@@ -49,16 +49,24 @@ def inputs_fingerprint() -> str:
                     *sorted(INSIDE_SPACK.glob("*.py")), paths.site_scope() / "packages.yaml"])
 
 
+def _concretized_stamp() -> Path:
+    return paths.generated_dir() / "concretized-inputs"
+
+
+def lock_is_current() -> bool:
+    """Whether spack.lock was solved from the recipes and site as they are now."""
+    stamp = _concretized_stamp()
+    return (paths.REPO / "spack.lock").is_file() and stamp.is_file() and stamp.read_text() == recipes_fingerprint()
+
+
 def concretize() -> None:
     """`spack concretize` of the rendered flavors. Spack keeps a root it has
     concretized before, even when the recipe it was solved with has changed
     since (a reused checkout then installs the old, unfixed build); so when
     the inputs have changed, every root is solved again (--force)."""
-    stamp = paths.generated_dir() / "concretized-inputs"
-    fingerprint = recipes_fingerprint()
-    unchanged = stamp.is_file() and stamp.read_text() == fingerprint
+    unchanged = lock_is_current()
     run("concretize", *([] if unchanged else ["--force"]), quiet=True)
-    stamp.write_text(fingerprint)
+    _concretized_stamp().write_text(recipes_fingerprint())
 
 
 def run(*args: str, quiet: bool = False, env: Optional[Dict[str, str]] = None) -> None:

@@ -118,8 +118,12 @@ def _commit_archive(source: dict, how: dict) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
     left_out = [f":(exclude){path}" for path in how["omit"]]
-    subprocess.run(["git", "-C", clone, "archive", "--format=tar.gz", "--prefix=spack-src/",
-                    "--output", str(partial), commit, "--", ".", *left_out], check=True)
+    # Quiet unless it fails: git names a blob the clone lacks even when the
+    # pathspec leaves its file out (the case `omit` exists for).
+    proc = subprocess.run(["git", "-C", clone, "archive", "--format=tar.gz", "--prefix=spack-src/",
+                           "--output", str(partial), commit, "--", ".", *left_out], text=True, capture_output=True)
+    if proc.returncode != 0:
+        raise MirrorError(f"`git archive` of {commit} in ${variable}={clone} failed: {proc.stderr.strip()[-800:]}")
     partial.replace(target)
     print(f"==> mirror: admitted {source['spec']} {source['kind']} (git archive of commit {commit} from ${variable})")
 

@@ -85,9 +85,10 @@ check: setup
 audit: setup
 	@$(ONESTACK) audit
 
-# The build and test child pipelines (the concretize job runs this).
+# The build and test child pipelines (the concretize job runs this); FLAVORS
+# (a pipeline variable) limits them to those flavors, e.g. for a merge request.
 ci-generate: setup
-	@$(ONESTACK) ci-generate $(if $(FULL_REBUILD),--full-rebuild)
+	@$(ONESTACK) ci-generate $(FLAVORS) $(if $(FULL_REBUILD),--full-rebuild)
 
 # A virtual Slurm cluster made from this machine (root): a controller on the
 # host and 2 compute nodes, each its own network namespace with its own

@@ -36,6 +36,18 @@ def test_reduced_report_measures_every_published_flavor(published_flavors):
     else:
         assert set(links["latency_ratios"]) == {"mpich", "openmpi", "impi"}, links["latency_ratios"]
         assert links["table"] in unescape(html)
+    # Each native twin against its fat flavor in alternating pairs (HPL's is built by make test).
+    hpl = next(a for a in results["apps"] if a["app"] == "hpl")
+    [pairs] = hpl["native_pairs"]
+    assert pairs["error"] is None and pairs["pairs"] == 3 and pairs["low"] <= pairs["gap"] <= pairs["high"], pairs
+    assert "Fat against native, in alternating pairs" in html
+    # The peak search: a reduced run tries each layout of HPL alone (xhpl) at the test size.
+    searched = hpl["peak_search"]
+    assert len(searched["trials"]) == 2 and searched["best"]["gflops"] > 0, searched
+    assert "The peak, sought with" in html
+    # Each MKL flavor also runs without its preloaded library (the remedy's before and after).
+    for module in (m for m in published_flavors if "/mkl-" in m):
+        assert measured[f"{module} (without onestack-mkl-cpu-path)"]["figures"], module
     # The reduced run never rewrites the site default (only a full report does).
     assert all(a["default_change"] is None for a in results["apps"])
     assert onestack("report-path", check=True).stdout.strip() == str(out)

@@ -92,17 +92,13 @@ def emulation_problem(app: str) -> Problem:
 
 def full_size(problem: Problem) -> Problem:
     """A problem sized for the full report from this machine's memory:
-    N = sqrt(memory_fraction x MemTotal / 8 bytes), a multiple of multiple_of;
-    run by its report_command where it has one."""
+    N = sqrt(memory_fraction x MemTotal / 8 bytes), a multiple of multiple_of."""
     memory = int(re.search(r"MemTotal:\s+(\d+) kB", Path("/proc/meminfo").read_text()).group(1)) * 1024
     params = {}
     for key, rule in problem["report_params"].items():
         n = int(math.sqrt(rule["memory_fraction"] * memory / 8))
         params[key] = n - n % rule["multiple_of"]
-    sized = problem.sized(params)
-    if "report_command" not in problem.spec:
-        return sized
-    return Problem(problem.app, problem.case, {**sized.spec, "command": problem["report_command"]})
+    return problem.sized(params)
 
 
 @functools.lru_cache(maxsize=None)

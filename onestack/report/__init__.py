@@ -3,7 +3,8 @@ benchmark-only builds and the baselines run side by side on the figures of
 the test problems (measure.py), against the measured peak (peak.py), judged
 by the goals of report/goals.yaml (goals.py), with the site default moved
 only beyond the spread of the runs (defaults.py), each fat flavor against its
-native twin in alternating pairs (pairs.py), written as an HTML page
+native twin in alternating pairs (pairs.py), the CPU's peak sought with the
+fastest HPL flavor (peak_search.py), written as an HTML page
 with charts (page.py) into $ONESTACK_PREFIX/reports/<time>/.
 
 `onestack report qe hpl/mkl-mpich` measures a selection (apps or flavors);
@@ -17,7 +18,7 @@ from typing import List, Optional
 
 from onestack import paths, problems, stack
 from onestack.modules import publish
-from onestack.report import defaults, goals, interconnect, measure, page, pairs, peak
+from onestack.report import defaults, goals, interconnect, measure, page, pairs, peak, peak_search
 
 
 def reports_dir() -> Path:
@@ -84,6 +85,17 @@ def _measure_app(init: Path, app: str, contestants: List[dict], out: Path, reduc
             "emulated": [] if reduced else measure.emulated(init, contestants, app, out / "emulated")}
 
 
+def _search_peak(init: Path, app: dict, peak_gflops: float, cores: int, out: Path, reduced: bool) -> Optional[dict]:
+    """The app's problem with a `peak_search`, run with its fastest flavor."""
+    searched = [p for p in problems.load(app["app"]).values() if "peak_search" in p.spec]
+    if not searched or app["fastest"] is None:
+        return None
+    found = peak_search.search(init, app["fastest"], searched[0], peak_gflops, cores, out / "peak-search", reduced)
+    print(f"==> report: peak search chose {found['best']} ({found['why']})" if found["best"] else
+          f"==> report: peak search: {found['why']}")
+    return found
+
+
 def make(reduced: bool, only: Optional[List[str]] = None) -> Path:
     """Run every selected contestant on every case and write the report."""
     only = only or []
@@ -102,6 +114,8 @@ def make(reduced: bool, only: Optional[List[str]] = None) -> Path:
         measured = _measure_app(init, app, contestants, out, reduced, only, repeats, warmup) if contestants else None
         if measured:
             apps.append(measured)
+    for a in apps:
+        a["peak_search"] = _search_peak(init, a, max(before["samples"]), len(cpus), out, reduced)
     measured_peak = peak.combined(before, peak.measure(cpus))
     print(f"==> report: measured peak {measured_peak['gflops']:.1f} GFLOPS ({measured_peak['isa']} FMA, "
           f"{measured_peak['cores']} cores; {len(measured_peak['samples'])} samples before and after the runs: "

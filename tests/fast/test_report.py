@@ -3,7 +3,7 @@ written out here (the report itself runs in tests/test_report.py)."""
 
 import math
 
-from onestack.report import defaults, goals, measure, pairs, peak
+from onestack.report import defaults, goals, measure, pairs, peak, peak_search
 
 
 def _app(results: list, figures: dict, benchmark: bool = False, **extra) -> dict:
@@ -30,7 +30,25 @@ def test_the_peak_goal_is_not_judged_when_hpl_outruns_the_measured_peak():
     judged = goals.peak_share(goal, hpl, peak.combined(disturbed, {"samples": [19.4]}))
     assert judged["verdict"].startswith("not judged"), judged
     judged = goals.peak_share(goal, hpl, peak.combined(disturbed, {"samples": [39.7, 39.2]}))
-    assert judged["verdict"] == "MISSED" and judged["figure"].endswith("= 80%"), judged
+    assert judged["verdict"] == "MISSED" and judged["figure"].endswith("= 80% (hpl/a, median)"), judged
+
+
+def test_the_peak_goal_takes_the_peak_searchs_best_run():
+    """The searched run of HPL alone at a larger N counts where it beats the flavors' medians."""
+    goal = {"figure": "hpl_gflops", "at_least": 0.9}
+    searched = {"flavor": "hpl/a", "best": {"gflops": 36.2, "n": 16128, "block": 256, "layout": "2 ranks (1x2 grid)"}}
+    hpl = _app([_result("hpl/a", "flavor", hpl_gflops=(31.0, 31.7, 32.3))], GFLOPS, peak_search=searched)
+    judged = goals.peak_share(goal, hpl, peak.combined({"samples": [39.7]}, {"samples": [40.0]}))
+    assert judged["verdict"] == "met", judged
+    assert judged["figure"] == "36.2 of 40.0 GFLOPS = 90% (hpl/a, searched: N=16128 NB=256, 2 ranks (1x2 grid))"
+
+
+def test_the_peak_search_grid_layouts_and_sizes():
+    assert peak_search.grid(2) == (1, 2) and peak_search.grid(16) == (4, 4) and peak_search.grid(12) == (3, 4)
+    assert [lay["name"] for lay in peak_search.layouts(2)] == ["2 ranks (1x2 grid)", "1 rank, 2 BLAS threads"]
+    memory = 24 * 2**30
+    assert peak_search.size(0.01, 192, memory) == 5568, "the report's 1% of 24 GiB, as HPL ran it"
+    assert peak_search.size(0.16, 256, memory) % 256 == 0
 
 
 def test_flavor_over_a_baseline_or_the_reference():

@@ -244,6 +244,18 @@ def pull(apptainer: Apptainer, uri: str, image: Path) -> Path:
     return _replace_atomically(image, write)
 
 
+def sandbox(apptainer: Apptainer, image: Path, folder: Path) -> Path:
+    """A verified SIF unpacked once into a folder (`apptainer build
+    --sandbox`): what a host `mpirun` starts once per rank where FUSE is
+    closed. `--unsquash` would unpack the whole image again for every rank,
+    and under a launcher that hands its ranks open descriptors (Intel MPI's
+    hydra: about 14), unsquashfs, which keeps 10 under the open-file limit,
+    fails with "Too many open files" at the usual soft limit of 1024."""
+    verify(apptainer, image)
+    apptainer.run(["build", "--sandbox", "--force", folder, image], timeout=BUILD_SECONDS)
+    return folder
+
+
 def login(apptainer: Apptainer, host: str, username: str, password: str) -> None:
     """`apptainer registry login` for oras://host; the credentials land in
     the config folder APPTAINER_CONFIGDIR names (else ~/.apptainer). The

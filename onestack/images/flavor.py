@@ -242,9 +242,12 @@ def write_context(flavor: Flavor, roots: Dict[str, dict]) -> Path:
     builds = dispatch.levels(flavor, roots)
     builds_hashes = build_hashes(flavor, roots)
     hashes = builds_hashes + helper_hashes(flavor, roots)
-    # The view holds the builds' closure; the dispatcher (static, with its own
-    # x86-64 gcc-runtime) is reached through the entry points only.
+    # The view holds the baseline build's closure: two builds of one package
+    # cannot share a view, so the level builds (and the dispatcher, static,
+    # with its own x86-64 gcc-runtime) are reached through the entry points
+    # only (levels.conf names their prefixes).
     closure = _closure(builds_hashes)
+    in_view = closure if len(builds_hashes) == 1 else _closure([root["hash"]])
     layouts, copies = _vendors(closure)
     alternative = mpi_alternative(flavor, root["mpi"])
     final_packages = runtime_packages(flavor, closure, [c for _, c in copies], alternative)
@@ -261,7 +264,7 @@ def write_context(flavor: Flavor, roots: Dict[str, dict]) -> Path:
                  levels=image_builds, release="image")
     render.write(CONTAINERS, "dispatch.sh.j2", setup / "dispatch.sh", folder=DISPATCH_DIR,
                  dispatcher=f"{_in_image(roots[DISPATCHER]['prefix'])}/bin/{dispatch.DISPATCHER_PROGRAM}",
-                 programs=[*dispatch.programs(builds), dispatch.CHECK])
+                 programs=[*dispatch.programs(flavor, builds), dispatch.CHECK])
     problem = next(iter(problems.load(flavor.app.module).values()))
     runner.image_test(problem, tmp / "test", TEST_DIR)
     labels = _labels(flavor, hashes, builds, alternative)
@@ -270,7 +273,7 @@ def write_context(flavor: Flavor, roots: Dict[str, dict]) -> Path:
                                                             "lib/spack/llnl", "share", "var"], "spack"),
                   spack_packages=_exported(paths.spack_packages(), ["repos"], "spack-packages"), site_repo=SITE_REPO, context=str(out), vendor_copies=copies,
                   build_packages=config()["build_packages"], roots=[f"/{h}" for h in hashes],
-                  closure=[f"/{n['hash']}" for n in closure["installed"]], view=VIEW, final_packages=final_packages,
+                  in_view=[f"/{n['hash']}" for n in in_view["installed"]], view=VIEW, final_packages=final_packages,
                   launcher_alternative=alternative, help=_help(flavor, problem),
                   environment=_environment(closure) + _preload_environment(flavor, roots),
                   buildcache=BUILDCACHE)
@@ -369,7 +372,9 @@ def build(flavor: Flavor, roots: Dict[str, dict]) -> Path:
 
 def build_all(selected: List[Flavor]) -> List[Path]:
     """Images of the selected flavors that are published and built here; a
-    flavor that cannot have one is named with the reason, the others go on."""
+    flavor that cannot have one is named with the reason, the others go on,
+    and the command then fails: the previous image of a flavor whose build
+    failed stays in place, but must not pass for an image of this commit."""
     from onestack.modules import publish
 
     built, roots = publish.installed_roots([f for f in selected if f.published])
@@ -377,9 +382,9 @@ def build_all(selected: List[Flavor]) -> List[Path]:
     for flavor in built:
         try:
             images.append(build(flavor, roots))
-        except (ImageError, render.Refused) as err:
+        except (ImageError, render.Refused, dispatch.DispatchError) as err:
             refused.append(f"{flavor.module_name}: {err}")
             print(f"==> images: no image of {flavor.module_name}: {err}")
-    if refused and not images:
-        raise ImageError("no image could be built:\n" + "\n".join(refused))
+    if refused:
+        raise ImageError(f"{len(refused)} of {len(built)} images could not be built:\n" + "\n".join(refused))
     return images

@@ -41,14 +41,17 @@ def _is_elf(file: Path) -> bool:
         return handle.read(4) == b"\x7fELF"
 
 
-def programs(builds: List[Tuple[str, str]]) -> List[str]:
+def programs(flavor: Flavor, builds: List[Tuple[str, str]]) -> List[str]:
     """The executables every build has (scripts stay reached through the
-    application's module: they run on any CPU)."""
+    application's module: they run on any CPU), the flavor's program among
+    them: without it, neither the module nor the image has an entry point."""
     names = None
     for _, folder in builds:
         here = {f.name for f in Path(folder).iterdir() if f.is_file() and os.access(f, os.X_OK) and _is_elf(f)}
         names = here if names is None else names & here
-    return sorted(names or ())
+    if flavor.app.program not in (names or ()):
+        raise DispatchError(f"{flavor.module_name}: {flavor.app.program} is not in every build ({builds})")
+    return sorted(names)
 
 
 def _link(source: Path, target: Path) -> None:
@@ -71,9 +74,7 @@ def write(release: Path, flavor: Flavor, roots: Dict[str, dict]) -> dict:
     folder = bin_dir(release, flavor).parent
     (folder / "bin").mkdir(parents=True)
     dispatcher = Path(roots[DISPATCHER]["prefix"]) / "bin" / DISPATCHER_PROGRAM
-    names = programs(builds)
-    if flavor.app.program not in names:
-        raise DispatchError(f"{flavor.module_name}: {flavor.app.program} is not in every build ({builds})")
+    names = programs(flavor, builds)
     for name in [*names, CHECK]:
         _link(dispatcher, folder / "bin" / name)
     render.write(TEMPLATES, "levels.conf.j2", folder / "levels.conf", flavor=flavor, levels=builds,

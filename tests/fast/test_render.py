@@ -163,7 +163,7 @@ def _definition(flavor, help_text: str = "help") -> str:
     from onestack.images import flavor as images
     return render.text(images.CONTAINERS, "flavor.def.j2", flavor=flavor, base="/b/base.sif", spack_root="/s",
                        spack_packages="/p", site_repo="/r", context="/c", vendor_copies=[], build_packages=["python3"],
-                       roots=["/abc"], closure=["/abc"], view="/opt/views/view", final_packages=["mpich"],
+                       roots=["/abc"], in_view=["/abc"], view="/opt/views/view", final_packages=["mpich"],
                        launcher_alternative="/usr/bin/mpirun.mpich",
                        environment=[("I_MPI_ROOT", "/v w", False), ("PATH", "/v w/bin", True)],
                        labels={"org.onestack.flavor": flavor.module_name}, help=help_text, buildcache="/opt/buildcache")

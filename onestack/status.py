@@ -2,6 +2,7 @@
 whether it concretizes, whether it is built, whether its test problems pass,
 and if not, why. Nothing is left out: a cell that cannot be built here says so."""
 
+import fcntl
 import json
 from pathlib import Path
 from typing import Dict, List
@@ -31,12 +32,25 @@ def declared_compilers(every: List[Flavor]) -> Dict[str, dict]:
 
 def concretize_cells(every: List[Flavor]) -> Dict[str, dict]:
     """Concretize every cell on its own (minutes for the whole matrix), cached
-    in $ONESTACK_CACHE until the stack's inputs change. A compiler absent
-    here is concretized against its declared external (Spack 1.x needs the
-    compiler installed or external), only for its own flavors."""
+    in $ONESTACK_CACHE until the stack's inputs change. A second caller (the
+    pipeline's `make flavors` while `make test` fills the cache beside the
+    tests) waits for the first instead of solving the matrix again."""
     cache = paths.cache() / "flavor-status" / f"concretize-{spack.inputs_fingerprint()}.json"
-    if cache.is_file():
-        return _with_install_state(json.loads(cache.read_text()))
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    with open(cache.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not cache.is_file():
+            result = _concretize_each(every)
+            partial = cache.with_suffix(".partial")
+            partial.write_text(json.dumps(result))
+            partial.replace(cache)
+    return _with_install_state(json.loads(cache.read_text()))
+
+
+def _concretize_each(every: List[Flavor]) -> Dict[str, dict]:
+    """Each cell solved on its own. A compiler absent here is concretized
+    against its declared external (Spack 1.x needs the compiler installed or
+    external), only for its own flavors."""
     print(f"==> flavors: concretizing {len(every)} cells, each on its own", flush=True)
     declared = declared_compilers(every)
     present = [f.spack_spec for f in every if f.compiler not in declared]
@@ -47,8 +61,6 @@ def concretize_cells(every: List[Flavor]) -> Dict[str, dict]:
         packages = {external["spec"].split("@")[0]: {"externals": [external]} for external in declared.values()}
         absent = [f.spack_spec for f in every if f.compiler in declared]
         result.update(spack.query("concretize_each", json.dumps(absent), json.dumps({"packages": packages})))
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps(result))
     return result
 
 

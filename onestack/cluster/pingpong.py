@@ -1,10 +1,11 @@
 """The project's MPI ping-pong (cluster/pingpong.c) on the virtual cluster:
 latency and bandwidth between two ranks on one node (shared memory) and on
 two nodes (the network), and which transport each MPI took. The MPIs are the
-stack's: Debian's MPICH and Open MPI (the externals its flavors use) and
-Intel MPI (the pinned wheels), each run with the settings its flavors get
-on the site's fabric (environments/components.yaml)."""
+stack's: Debian's MPICH and Open MPI (the externals its flavors use), Intel
+MPI (the pinned wheels) and MVAPICH2 where Spack has built it, each run with
+the settings its flavors get on the site's fabric (environments/components.yaml)."""
 
+import json
 import os
 import re
 import subprocess
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from onestack import paths, stack
+from onestack import paths, spack, stack
 from onestack.cluster.config import ClusterError
 from onestack.spack import vendor
 
@@ -45,6 +46,8 @@ class Mpi:
     # What it names within a node: its shared-memory transports, or none
     # where it names only the network's (Intel MPI: then the latency shows it).
     shared_memory: Tuple[str, ...] = ()
+    # What the table says of an MPI that names less than both transports.
+    transport_note: str = ""
 
 
 # Open MPI refuses to start as root without the two *_ALLOW_* settings; the
@@ -73,11 +76,30 @@ def intel_mpi() -> Mpi:
     env = (*layout["set"], ("LD_LIBRARY_PATH", prepend["LD_LIBRARY_PATH"]),
            *((k, v) for k, v in settings.items() if k != "SLURM_MPI_TYPE"))
     return Mpi("impi", f"{prepend['PATH']}/mpicc", settings["SLURM_MPI_TYPE"], env, (("I_MPI_DEBUG", "5"),),
-               r"libfabric provider: (\S+)")
+               r"libfabric provider: (\S+)",
+               transport_note="names only its OFI provider; within a node, I_MPI_FABRICS=shm:ofi takes shared memory")
+
+
+def mvapich2() -> Optional[Mpi]:
+    """MVAPICH2 as the stack builds it (mpis.mvapich2 on the site's fabric),
+    where Spack has installed it (with its flavors), started as they are
+    (srun's pmi2). Its nemesis channel prints no transport: it takes shared
+    memory within a node and its build's only netmod, TCP, between nodes."""
+    if not (paths.spack_root() / "bin" / "spack").is_file():
+        return None  # no Spack set up here (`make cluster-bench` needs only the venv): nothing it built either
+    spec = stack.load().mpi_spec("mvapich2")
+    prefix = spack.query("installed_prefix", json.dumps([spec]))[spec]
+    if prefix is None:
+        return None
+    return Mpi("mvapich2", f"{prefix}/bin/mpicc", "pmi2", (), (), r"(?!)",
+               transport_note="ch3:nemesis prints no transport: shared memory within a node, its TCP netmod "
+                              "between (the build's only one); the latency ratio shows the first")
 
 
 def stack_mpis() -> Tuple[Mpi, ...]:
-    return (*DEBIAN_MPIS, intel_mpi())
+    """The stack's MPIs that are on this machine (MVAPICH2 once built)."""
+    built = mvapich2()
+    return (*DEBIAN_MPIS, intel_mpi(), *((built,) if built else ()))
 
 
 @dataclass
@@ -91,6 +113,7 @@ class Measurement:
     payload_bytes: int
     transports: List[str] = field(default_factory=list)  # between rank 0 and rank 1, as the MPI said
     note: str = ""  # e.g. FINALIZE_HANG
+    transport_note: str = ""  # Mpi.transport_note
 
 
 def build(mpicc: str, dest: Path, env: Optional[Dict[str, str]] = None) -> Path:
@@ -141,7 +164,7 @@ def measure(cluster, mpi: Mpi, exe: Path, nodes: int, args: Sequence[str] = BENC
         latency_us=float(found["latency_us"][0][0]), latency_iterations=int(found["latency_us"][0][1]["iterations"]),
         bandwidth_mbps={int(extra["bytes"]): float(value) for value, extra in found["bandwidth_MBps"]},
         payload_bytes=int(found["payload_bytes"][0][0]), transports=transports(mpi, proc.stdout + proc.stderr),
-        note=FINALIZE_HANG if hung else "")
+        note=FINALIZE_HANG if hung else "", transport_note=mpi.transport_note)
 
 
 def transports(mpi: Mpi, output: str) -> List[str]:
@@ -171,8 +194,7 @@ def table(results: Sequence[Measurement]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
     lines += [f"{r.mpi} on {r.nodes} node(s): {r.note}" for r in results if r.note]
-    if any(r.mpi == "impi" for r in results):
-        lines.append("impi names only its OFI provider; within a node, I_MPI_FABRICS=shm:ofi takes shared memory")
+    lines += [f"{mpi} {note}" for mpi, note in dict.fromkeys((r.mpi, r.transport_note) for r in results) if note]
     for mpi in dict.fromkeys(r.mpi for r in results):
         ratio = latency_ratio(results, mpi)
         lines.append(f"{mpi}: inter-node latency / intra-node latency = {ratio:.1f}x")

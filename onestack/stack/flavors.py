@@ -166,6 +166,10 @@ class Matrix:
     def flavor(self, module_name: str) -> Flavor:
         return self.select([module_name])[0]
 
+    def mpi_spec(self, name: str) -> str:
+        """The Spack spec of an MPI of components.yaml on the site's fabric."""
+        return _mpi_spec(self.components["mpis"][name], self.site.fabric)
+
 
 def merge_variants(base: str, override: str) -> str:
     """Spack variants of base, each replaced by override's variant of the same

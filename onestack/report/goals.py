@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Dict, List
 
 from onestack import data, paths
-from onestack.report import pairs
+from onestack.report import pairs, start_cost
 
 GOALS_FILE = "report/goals.yaml"
 
@@ -90,19 +90,32 @@ def flavor_over(goal: dict, app: dict, peak: dict) -> dict:
 def native_gap(goal: dict, app: dict, peak: dict) -> dict:
     """How much slower the fat flavor is than its native twin, from their
     alternating pairs (pairs.py): met when the whole 95% interval is within
-    the goal, MISSED when the whole of it is beyond, else not resolved."""
+    the goal, MISSED when the whole of it is beyond, else not resolved. Where
+    the dispatcher runs the twin's own build, the gap is its start alone
+    (start_cost.py), bounded against the job's wall time."""
     rows = app.get("native_pairs") or []
     if not rows:
         return {"figure": "-", "verdict": "not measured: no native twin built"}
     failed = [r for r in rows if r["error"]]
     if failed:
         return {"figure": "-", "verdict": f"not measured: {failed[0]['error']}"}
-    figure = "; ".join(f"{r['fat']} {r['case']}: {pairs.describe(r)}" for r in rows)
-    if all(r["high"] <= goal["at_most"] for r in rows):
+    figure = "; ".join(_native_row(r) for r in rows)
+    highs = [r["same_build"]["bound"] if r.get("same_build") else r["high"] for r in rows]
+    if all(high <= goal["at_most"] for high in highs):
         return {"figure": figure, "verdict": "met"}
-    if any(r["low"] > goal["at_most"] for r in rows):
+    if any(r["low"] > goal["at_most"] and not r.get("same_build") for r in rows):
         return {"figure": figure, "verdict": "MISSED"}
     return {"figure": figure, "verdict": f"not resolved: the interval spans {goal['at_most']:.0%}"}
+
+
+def _native_row(r: dict) -> str:
+    whole = f"{r['fat']} {r['case']}: whole runs {pairs.describe(r)}"
+    same = r.get("same_build")
+    if not same:
+        return whole
+    return (f"{whole}, the same build on both sides ({same['folder']}): the gap is the dispatcher's start, "
+            f"{start_cost.describe(same)} x {same['ranks']} ranks = at most {same['bound']:.4%} of the "
+            f"{r['job_s']:.1f} s job")
 
 
 def preload_gain(goal: dict, app: dict, peak: dict) -> dict:

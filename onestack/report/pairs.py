@@ -9,20 +9,27 @@ mean of the pairs' ratios with its 95% confidence interval (Student's t on
 the log-ratios). Pairs are added until the interval is narrow enough to
 judge a 1% goal (half-width at most RESOLUTION), or a bound on pairs or
 time is reached; a reduced run does MIN_PAIRS, to keep the code path working.
+
+Where the fat flavor's dispatcher picks the native twin's own build on this
+CPU (start_cost.py says when and why), whole pairs compare a build with
+itself: SAME_BUILD_PAIRS of them show the noise, and the gap is the
+dispatcher's start, measured apart.
 """
 
 import math
 import statistics
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
-from onestack import problems
-from onestack.report import measure
+from onestack import problems, stack
+from onestack.modules import dispatch, publish
+from onestack.report import measure, start_cost
 
 RESOLUTION = 0.005  # half-width of the interval that judges a 1% goal
 MIN_PAIRS = 3  # the fewest with an interval (2 degrees of freedom)
 MAX_PAIRS = 30
+SAME_BUILD_PAIRS = 6
 TIME_BUDGET_S = 30 * 60  # per application: the report stays within an evening
 
 # Student's t, two-sided 95%, by degrees of freedom (beyond: 1.96 is close).
@@ -61,28 +68,46 @@ def _headline_case(app: str, reduced: bool) -> Optional[problems.Problem]:
     return chosen if chosen is None or reduced else problems.full_size(chosen)
 
 
-def _figure(init: Path, run: dict, problem: problems.Problem, rundir: Path, name: str) -> float:
+def _figure(init: Path, run: dict, problem: problems.Problem, rundir: Path, name: str) -> Tuple[float, float]:
+    """The run's figure, and its job's wall time in seconds."""
+    start = time.monotonic()
     outcome, error = measure.run_once(init, run, problem, rundir)
     if error:
         raise problems.ProblemError(f"{run['label']}: {error}")
-    return measure.figures(problem, outcome.output)[name]
+    return measure.figures(problem, outcome.output)[name], time.monotonic() - start
 
 
-def _pairs(init: Path, fat: dict, native: dict, problem: problems.Problem, workdir: Path, reduced: bool) -> dict:
+def _pairs(init: Path, fat: dict, native: dict, problem: problems.Problem, workdir: Path, most: int) -> dict:
     """Pairs until the interval resolves the goal or a bound is reached."""
     name, how = next(iter(problem["figures"].items()))
     ratios: List[float] = []
+    native_seconds: List[float] = []
     start = time.monotonic()
-    while len(ratios) < (MIN_PAIRS if reduced else MAX_PAIRS):
+    while len(ratios) < most:
         pair = (fat, native) if len(ratios) % 2 == 0 else (native, fat)
         values = {c["name"]: _figure(init, c, problem, workdir / f"pair{len(ratios)}" / c["name"].replace("/", "_"),
                                      name) for c in pair}
-        ratios.append(_slowdown(values[fat["name"]], values[native["name"]], how["better"]))
+        ratios.append(_slowdown(values[fat["name"]][0], values[native["name"]][0], how["better"]))
+        native_seconds.append(values[native["name"]][1])
         print(f"==> report: {problem.app}: pair {len(ratios)} ({' then '.join(c['label'] for c in pair)}): "
               f"fat/native {ratios[-1]:.4f}; so far {describe(interval(ratios))}", flush=True)
         if resolved(interval(ratios)) or time.monotonic() - start > TIME_BUDGET_S:
             break
-    return {"case": problem.case, "figure": name, "ratios": ratios, **interval(ratios)}
+    return {"case": problem.case, "figure": name, "ratios": ratios, "job_s": statistics.median(native_seconds),
+            **interval(ratios)}
+
+
+def _same_build(fat: dict, native: dict, ranks: int) -> Optional[dict]:
+    """The start cost of the fat flavor's dispatcher, where it runs the
+    native twin's own build on this CPU (None where the builds differ)."""
+    entry_bin = dispatch.bin_dir(publish.current_release(), stack.load().flavor(fat["name"]))
+    folder = start_cost.same_build(entry_bin, native["how"].path[0])
+    if folder is None:
+        return None
+    cost = start_cost.measure(entry_bin)
+    print(f"==> report: {fat['name']} runs its native twin's own build here ({folder}); its dispatcher's start: "
+          f"{start_cost.describe(cost)}", flush=True)
+    return {"folder": folder, "ranks": ranks, **cost}
 
 
 def measure_pairs(init: Path, runs: List[dict], app: str, workdir: Path, reduced: bool) -> List[dict]:
@@ -96,9 +121,13 @@ def measure_pairs(init: Path, runs: List[dict], app: str, workdir: Path, reduced
         fat = by_name[native["of"]]
         row = {"fat": fat["name"], "native": native["name"], "case": problem.case, "error": None}
         try:
-            row.update(_pairs(init, fat, native, problem, workdir / app, reduced))
+            row["same_build"] = _same_build(fat, native, problem["ranks"])
+            most = MIN_PAIRS if reduced else SAME_BUILD_PAIRS if row["same_build"] else MAX_PAIRS
+            row.update(_pairs(init, fat, native, problem, workdir / app, most))
         except problems.ProblemError as err:
             row["error"] = str(err)
+        if row["same_build"] and not row["error"]:
+            row["same_build"]["bound"] = start_cost.bound(row["same_build"], problem["ranks"], row["job_s"])
         found.append(row)
     return found
 

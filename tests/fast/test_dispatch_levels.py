@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from onestack.report import start_cost
 from tests.fast import dispatch_tree as tree
 from tests.fast.dispatch_tree import EXIT_BELOW_BASELINE, EXIT_CANNOT_RUN, EXIT_UNDECIDED
 
@@ -304,3 +305,18 @@ def test_the_dispatcher_is_static_and_plain_x86_64(built):
     phentsize, phnum = int.from_bytes(elf[54:56], "little"), int.from_bytes(elf[56:58], "little")
     types = [int.from_bytes(elf[phoff + i * phentsize:phoff + i * phentsize + 4], "little") for i in range(phnum)]
     assert 3 not in types, "the dispatcher has a program interpreter: it is dynamically linked"
+
+
+# ---- the report's start cost (onestack/report/start_cost.py) ----
+
+def test_the_report_finds_the_build_the_dispatcher_runs_and_times_its_start(tmp_path, built):
+    """On a one-level table every CPU of the baseline runs that build; the
+    report's start cost comes from a copy of the same dispatcher and table."""
+    one = make_stack(tmp_path, built, levels=("x86-64-v2",))
+    chosen = str(one.builds["x86-64-v2"])
+    assert start_cost.chosen_folder(one.bin) == chosen
+    assert start_cost.same_build(one.bin, chosen) == chosen
+    assert start_cost.same_build(one.bin, str(tmp_path)) is None
+    cost = start_cost.measure(one.bin, starts=40)
+    assert cost["starts"] == 40 and cost["low_ms"] <= cost["ms"] <= cost["high_ms"], cost
+    assert -5 < cost["ms"] < 50, f"an exec of a static program: milliseconds, not {cost['ms']} ms"

@@ -3,7 +3,7 @@ written out here (the report itself runs in tests/test_report.py)."""
 
 import math
 
-from onestack.report import defaults, goals, measure, pairs, peak, peak_search
+from onestack.report import defaults, goals, measure, pairs, peak, peak_search, start_cost
 
 
 def _app(results: list, figures: dict, benchmark: bool = False, **extra) -> dict:
@@ -92,6 +92,25 @@ def test_the_native_gap_goal_is_met_only_when_the_whole_interval_is_within_it():
     judged = goals.native_gap(goal, {"native_pairs": [{"fat": "qe/a", "error": "qe/a: energy off"}]}, {})
     assert judged["verdict"] == "not measured: qe/a: energy off"
     assert goals.native_gap(goal, {}, {})["verdict"] == "not measured: no native twin built"
+
+
+def test_where_the_dispatcher_runs_the_twins_own_build_the_gap_is_its_start():
+    """Whole pairs of one build against itself resolve only the machine's
+    noise; the gap is then the dispatcher's start, bounded per rank against
+    the job's wall time, and judged by that bound."""
+    goal = {"at_most": 0.01}
+    noisy = _gap(-0.02, 0.03)
+    row = noisy["native_pairs"][0]
+    row.update(job_s=16.0, same_build={"folder": "/v4/bin", "ranks": 2, "ms": 0.9, "low_ms": 0.8, "high_ms": 1.0,
+                                       "starts": 400})
+    row["same_build"]["bound"] = start_cost.bound(row["same_build"], 2, 16.0)
+    assert math.isclose(row["same_build"]["bound"], 2 * 1.0e-3 / 16.0)
+    judged = goals.native_gap(goal, noisy, {})
+    assert judged["verdict"] == "met", judged
+    assert "the same build on both sides (/v4/bin)" in judged["figure"] and "of the 16.0 s job" in judged["figure"]
+    row["same_build"]["bound"] = start_cost.bound(row["same_build"], 2, 0.1)
+    assert goals.native_gap(goal, noisy, {})["verdict"].startswith("not resolved"), "a 0.1 s job: 2% of it"
+    assert start_cost.bound({"high_ms": -0.1}, 2, 16.0) == 0.0, "a start faster through it costs nothing"
 
 
 def test_every_goal_of_the_file_is_judged_or_says_why_not():

@@ -7,12 +7,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from onestack import ci, data, paths, problems, render, report, spack, stack, status
+from onestack import ci, data, host, paths, problems, render, report, spack, stack, status
 from onestack.images import ImageError, apptainer, keys
 from onestack.images import flavor as images
 from onestack.images import push
 from onestack.modules import dispatch, lmod, publish
 from onestack.spack import environment, mirror, scope
+from onestack.stack import cpus
 
 
 # Which build lists a command works on when no flavor is named: each app's
@@ -86,6 +87,8 @@ def cmd_mirror(args) -> None:
 
 
 def cmd_build(args) -> None:
+    print(f"==> build host: {host.describe()}")
+    host.check_baseline(cpus.generations()[0], data.location(paths.environments_dir() / cpus.CPUS_FILE))
     _concretize(args)
     mirror.fill(require_all=args.offline)
     spack.run("install", "--fail-fast")
@@ -168,6 +171,10 @@ def cmd_flavors(args) -> None:
     status.print_table(status.rows(list(stack.load().flavors)))
 
 
+def cmd_host(args) -> None:
+    print(f"host: {host.describe()}")
+
+
 def cmd_where(args) -> None:
     print(publish.init_script())
 
@@ -223,6 +230,7 @@ def main(argv=None) -> int:
         ("where-images", cmd_where_images, "print the folder of the SIF images", []),
         ("flavors", cmd_flavors, "print the flavor status table: concretized / built / tested, or why not", []),
         ("where", cmd_where, "print the init script of the live module tree", []),
+        ("host", cmd_host, "print this machine's CPU: model, archspec's name, x86-64 level", []),
         ("rollback", cmd_rollback, "make the previous release live again", []),
         ("report", cmd_report, "measure every published flavor side by side: HTML and PNG report",
          [("--reduced", "small sizes, one run each, one case per application "

@@ -82,22 +82,3 @@ def modules_root() -> Path:
     (ONESTACK_MODULES points elsewhere: tests publish into scratch folders)."""
     return Path(os.environ.get("ONESTACK_MODULES", prefix() / "modules"))
 
-
-def _host_cpu():
-    """This machine's CPU by archspec, the version the pinned Spack vendors
-    (setup/requirements.txt), so that its names are the ones Spack accepts."""
-    from archspec import cpu
-
-    return cpu.host()
-
-
-def host_target() -> str:
-    """This machine's CPU as Spack names it (e.g. icelake, zen)."""
-    return _host_cpu().name
-
-
-def host_x86_64_level() -> str:
-    """The highest x86-64 microarchitecture level this CPU has (v3 for Zen and
-    Haswell, v4 with AVX-512)."""
-    host = _host_cpu()
-    return max(t.name.removeprefix("x86_64_") for t in [host, *host.ancestors] if t.name.startswith("x86_64_v"))

@@ -21,7 +21,7 @@ stage() {  # stage NAME COMMAND...: run it, record its time, stop the run if it 
   fi
 }
 report() {
-  echo; echo "==> time per stage:"
+  echo; echo "==> time per stage (${host:-host not read yet}):"
   printf '    %s\n' "${times[@]}"
 }
 python=$ONESTACK_VENV/bin/python
@@ -29,6 +29,10 @@ python=$ONESTACK_VENV/bin/python
 # works on the ci_build lists: one environment, solved once (onestack/cli.py).
 export ONESTACK_BUILD_LIST=ci_build
 stage "venv (setup/requirements.txt)" bash setup/venv.sh
+# Hosts differ from run to run (with or without AVX-512): every time and
+# figure below is this CPU's.
+host=$(bin/onestack host)
+echo "==> $host"
 stage "fast tier (tests/fast)" "$python" -m pytest -q tests/fast
 stage "apt packages" bash setup/apt.sh
 stage "apptainer (Debian's source package)" bash setup/apptainer.sh

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from onestack import paths, problems, spack, stack
+from onestack import host, paths, problems, spack, stack
 from onestack.modules import lmod
 from onestack.stack import cpus
 from tests.fast import dispatch_tree as tree
@@ -113,7 +113,7 @@ def test_native_twins_die_where_their_fat_flavors_run(tmp_path, init_script, pub
     machine's, and elsewhere either passes or dies of SIGILL (it may use
     nothing the emulated CPU lacks, or something qemu does not emulate, such
     as AVX-512), never a wrong answer."""
-    host_level = paths.host_x86_64_level()
+    host_level = host.level()
     twins = [f for f in stack.load().flavors if f.native]
     assert twins, "no native twin declared (native_twin: in environments/<app>.yaml)"
     roots = spack.query("flavor_roots", json.dumps([t.spack_spec for t in twins]))

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import List, Optional
 
-from onestack import paths, problems, stack
+from onestack import host, paths, problems, stack
 from onestack.modules import publish
 from onestack.report import defaults, goals, interconnect, measure, page, pairs, peak, peak_search
 
@@ -81,6 +81,7 @@ def _measure_app(init: Path, app: str, contestants: List[dict], out: Path, reduc
         if beyond_noise and full else None
     return {"app": app, "cases": cases, "fastest": best, "default_change": change,
             "default_note": defaults.note(best, default, beyond_noise, change),
+            "default_measured_elsewhere": defaults.measured_elsewhere(app),
             "native_pairs": pairs.measure_pairs(init, contestants, app, out / "pairs", reduced),
             "emulated": [] if reduced else measure.emulated(init, contestants, app, out / "emulated")}
 
@@ -106,6 +107,8 @@ def make(reduced: bool, only: Optional[List[str]] = None) -> Path:
     out = reports_dir() / time.strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True)
     cpus = sorted(os.sched_getaffinity(0))
+    cpu = host.describe()
+    print(f"==> report: host {cpu}", flush=True)
     before = peak.measure(cpus)
     everyone = measure.contestants(published)
     apps = []
@@ -129,12 +132,14 @@ def make(reduced: bool, only: Optional[List[str]] = None) -> Path:
     print("==> report: MPI ping-pong within a node and between 2 nodes of the virtual cluster:\n"
           + links.get("table", links.get("skipped", "")))
     page.write(out, apps=apps, peak=measured_peak, goals=judged, reduced=reduced, repeats=repeats, warmup=warmup,
-               created=out.name, release=publish.current_release().name, interconnect=links)
-    (out / "results.json").write_text(json.dumps({"peak": measured_peak, "apps": apps, "goals": judged,
+               created=out.name, release=publish.current_release().name, interconnect=links, host=cpu)
+    (out / "results.json").write_text(json.dumps({"host": cpu, "peak": measured_peak, "apps": apps, "goals": judged,
                                                   "interconnect": links}, indent=1, default=str))
     for goal in judged:
         print(f"==> report: goal {goal['goal']}: {goal['figure']} {goal['verdict']}")
     for a in apps:
         print(f"==> report: fastest {a['app']} flavor: {a['fastest']} ({a['default_note']})")
+        if a["default_measured_elsewhere"]:
+            print(f"==> report: {a['app']}: {a['default_measured_elsewhere']} ({cpu})")
     print(f"==> report: {out / 'index.html'}")
     return out

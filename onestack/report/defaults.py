@@ -7,7 +7,7 @@ from typing import Dict, Optional
 
 from ruamel.yaml import YAML
 
-from onestack import stack
+from onestack import host, stack
 from onestack.stack import site
 
 
@@ -59,6 +59,16 @@ def note(best: Optional[str], default: str, beyond_noise: bool, change: Optional
     return f"ahead of the default {default} in this run; only a full run over all flavors may change it"
 
 
+def measured_elsewhere(app: str) -> Optional[str]:
+    """Where the site's default of the app was measured on another CPU model
+    than this host's, in words (a default is a site fact, and sites' build
+    hosts and nodes differ); None where it was measured on this model."""
+    entry = site.load().default_flavors.get(app)
+    if entry is None or entry["measured_on"] == host.model():
+        return None
+    return f"the site default {entry['flavor']} was measured on {entry['measured_on']}, not on this host's CPU"
+
+
 def adopt(app: str, module: str, why: str) -> Optional[str]:
     """Write the fastest flavor as the app's default at this site
     (default_flavors of the site file, comments kept); returns the change."""
@@ -70,7 +80,7 @@ def adopt(app: str, module: str, why: str) -> Optional[str]:
     defaults = document.setdefault("default_flavors", {})
     if defaults.get(app, {}).get("flavor") == flavor:
         return None
-    defaults[app] = {"flavor": flavor, "why": why}
+    defaults[app] = {"flavor": flavor, "why": why, "measured_on": host.model()}
     partial = file.with_suffix(".partial")
     with open(partial, "w") as handle:
         yaml.dump(document, handle)

@@ -7,7 +7,7 @@ import statistics
 from pathlib import Path
 from typing import Dict, List
 
-from onestack import data, paths
+from onestack import data, host, paths
 from onestack.report import pairs, start_cost
 
 GOALS_FILE = "report/goals.yaml"
@@ -149,7 +149,7 @@ def emulated(goal: dict, app: dict, peak: dict) -> dict:
     native_runs = [r["cpu"] for r in rows if r["native"]["passed"]]
     older_runs = [r["cpu"] for r in rows if r["older"] and r["native"]["passed"]]
     figure = (f"fat: {'runs on all ' + str(len(rows)) if fat_ok else 'FAILS on some'}; native runs on: "
-              f"{', '.join(native_runs) or 'none'} (this CPU: x86-64-{paths.host_x86_64_level()})")
+              f"{', '.join(native_runs) or 'none'} (this CPU: x86-64-{host.level()})")
     met = fat_ok and not older_runs and any(r["older"] for r in rows)
     return {"figure": figure, "verdict": "met" if met else "MISSED"}
 

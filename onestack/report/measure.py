@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from onestack import paths, problems, spack, stack, status
+from onestack import host, paths, problems, spack, stack, status
 from onestack.stack import cpus
 from onestack.problems import How, Problem, check
 from onestack.stack.flavors import Flavor
@@ -192,7 +192,7 @@ def emulated(init: Path, runs: List[dict], app: str, workdir: Path) -> List[dict
         print(f"==> report: {app}: emulated {g['qemu']} (fat and native builds)", flush=True)
         for twin in twins:
             fat = by_name[twin["of"]]
-            row = {"cpu": g["qemu"], "isa": g["isa"], "older": g["x86_64_level"] < paths.host_x86_64_level()}
+            row = {"cpu": g["qemu"], "isa": g["isa"], "older": g["x86_64_level"] < host.level()}
             for key, c in (("fat", fat), ("native", twin)):
                 how = How(modules=c["how"].modules, path=c["how"].path, emulate=g["qemu"])
                 outcome = problems.execute(problems.emulation_problem(app), how,

@@ -8,7 +8,7 @@ from typing import Dict, List, Optional
 
 import yaml
 
-from onestack import paths, stack
+from onestack import host, paths, stack
 from onestack.stack import cpus
 from onestack.stack.flavors import Flavor
 
@@ -43,7 +43,7 @@ def render(selected: List[Flavor], out: Optional[Path] = None, ci: bool = False)
         projections.update(flavor.projection())
     # The benchmark-only builds, the level builds (reached through the
     # dispatcher) and the dispatcher are built, never offered: no module of them.
-    hidden = [f"{f.app.package} target={paths.host_target()}" if f.native else next(iter(f.projection()))
+    hidden = [f"{f.app.package} target={host.target()}" if f.native else next(iter(f.projection()))
               for f in selected if not f.published]
     hidden += sorted({f"{f.app.package} target={target}" for f in selected for _, target in cpus.newer_levels()})
     preloads = preload_packages(selected)

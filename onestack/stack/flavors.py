@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from onestack import data, paths
+from onestack import data, host, paths
 from onestack.stack import cpus
 from onestack.stack.site import Site
 
@@ -296,7 +296,7 @@ def _flavor(file: Path, app: Application, kind: str, name: str, entry: dict, com
     # Only what the application links: Spack refuses a provider of a virtual
     # the package does not depend on.
     providers = tuple((v, p) for v, p in math["providers"].items() if v in app.math_uses)
-    target = paths.host_target() if kind == "native" else cpus.baseline_target()
+    target = host.target() if kind == "native" else cpus.baseline_target()
     levels = tuple((level, _spack_spec(app, entry, components, site, providers, level_target))
                    for level, level_target in cpus.newer_levels()) if kind == "flavor" else ()
     return Flavor(
@@ -351,7 +351,7 @@ def _load_application(file: Path, components: dict, site: Site) -> List[Flavor]:
         twin = next(f for f in flavors if f.name == doc["native_twin"])
         entry = doc["flavors"][twin.name]
         flavors.append(replace(twin, name=f"{twin.name}-native", kind="native", levels=(), spack_spec=_spack_spec(
-            app, entry, components, site, twin.providers, paths.host_target())))
+            app, entry, components, site, twin.providers, host.target())))
     # The reference and the native twin are built for `make test` only where
     # ci_build names them: a QE twin is 20 min of CI's 90.
     measured_only = [f.name for f in flavors if not f.published]

@@ -72,7 +72,8 @@ def test_each_recorded_cpu_gives_its_level(case_file, built):
 def test_the_cases_cover_every_level_and_the_briefed_cpus():
     names = {f"{p.parent.name}/{p.stem}" for p in tree.cases()}
     assert {"intel/conroe", "intel/nehalem", "intel/sandybridge", "intel/haswell", "intel/skylake-avx512",
-            "amd/zen2-epyc-rome", "amd/zen4-epyc-genoa", "amd/zen4-os-without-avx512-state"} <= names
+            "amd/zen2-epyc-rome", "amd/zen3-epyc-milan", "amd/zen4-epyc-genoa", "amd/zen4-os-without-avx512-state",
+            "intel/xeon-avx512-amx", "intel/icelake-server-under-qemu"} <= names
     assert {tree.expected_level(p) for p in tree.cases()} == set(tree.LEVELS)
 
 
@@ -101,6 +102,9 @@ def test_a_recorded_report_gives_what_the_cpu_itself_gives(built, tmp_path):
     ("intel/skylake-avx512", BUILT_LEVELS, "x86-64-v4"),
     ("intel/skylake-server-under-qemu", BUILT_LEVELS, "x86-64-v3"),
     ("amd/zen2-epyc-rome", BUILT_LEVELS, "x86-64-v3"),
+    ("amd/zen3-epyc-milan", BUILT_LEVELS, "x86-64-v3"),
+    ("intel/xeon-avx512-amx", BUILT_LEVELS, "x86-64-v4"),
+    ("intel/icelake-server-under-qemu", BUILT_LEVELS, "x86-64-v3"),
     ("amd/zen4-epyc-genoa", BUILT_LEVELS, "x86-64-v4"),
     ("amd/zen4-os-without-avx512-state", BUILT_LEVELS, "x86-64-v3"),
     ("intel/haswell-os-without-xsave", BUILT_LEVELS, "x86-64-v2"),

@@ -1,0 +1,75 @@
+"""This machine's CPU, which nothing in the stack may assume: archspec's name
+for it (the native twin's Spack target), its x86-64 level (which level
+builds run here and which are only built), and its model, printed at the
+start of `make test` and on every report so that a figure says which CPU it
+comes from. Build hosts differ (AVX-512 EPYCs, Zen 3 EPYCs without it, Intel
+Xeons), and a login node is often older than the compute nodes it builds for."""
+
+import functools
+from pathlib import Path
+
+from onestack import paths
+
+CPUINFO = Path("/proc/cpuinfo")
+# What /proc/cpuinfo names the model by, in the order they are printed.
+MODEL_KEYS = ("model name", "vendor_id", "cpu family", "model")
+
+
+@functools.lru_cache(maxsize=None)
+def _cpu():
+    """archspec's reading of the CPU, the version the pinned Spack vendors
+    (setup/requirements.txt), so that its names are the ones Spack accepts."""
+    from archspec import cpu
+
+    return cpu.host()
+
+
+def target() -> str:
+    """This CPU as Spack names it (e.g. icelake, zen3): the native twin's target."""
+    return _cpu().name
+
+
+def level() -> str:
+    """The highest x86-64 level this CPU has, as cpus.yaml writes it (v3 for
+    Zen 3 and Haswell, v4 with AVX-512; v1 below the psABI levels). archspec
+    reads the flags the kernel reports, so state the OS did not enable
+    (AVX-512 without its XCR0 bits) does not count, as for the dispatcher."""
+    host = _cpu()
+    found = [t.name.removeprefix("x86_64_") for t in [host, *host.ancestors] if t.name.startswith("x86_64_v")]
+    return max(found, default="v1")
+
+
+def runs(x86_64_level: str) -> bool:
+    """Whether a build for that level (v2, or x86-64-v2) runs on this CPU."""
+    return x86_64_level.removeprefix("x86-64-") <= level()
+
+
+@functools.lru_cache(maxsize=None)
+def model() -> str:
+    """The CPU's model as the kernel names it, e.g. `AMD EPYC 7B13
+    (AuthenticAMD family 25 model 1)`."""
+    fields = {}
+    for line in CPUINFO.read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in MODEL_KEYS:
+            fields.setdefault(key.strip(), value.strip())
+        if not line.strip() and fields:
+            break
+    return (f"{fields.get('model name', 'unknown model')} ({fields.get('vendor_id', '?')} "
+            f"family {fields.get('cpu family', '?')} model {fields.get('model', '?')})")
+
+
+def describe() -> str:
+    """One line for logs and reports: model, archspec's name, level."""
+    return f"{model()}; archspec {target()}; x86-64-{level()}"
+
+
+def check_baseline(generation: dict, where: str) -> None:
+    """A build host below the site's baseline (the oldest generation of
+    cpus.yaml, at `where`) is refused before anything builds: Spack's builds
+    run what they compile (configure checks, code generators, tests), which
+    would die there with an illegal instruction an hour into the build."""
+    if not runs(generation["x86_64_level"]):
+        raise paths.SetupError(
+            f"this build host's CPU, {describe()}, is below the site's baseline x86-64-{generation['x86_64_level']} "
+            f"({where}: {generation['name']}): build on a host at or above it")

@@ -1,0 +1,48 @@
+"""The build host's CPU as the stack reads it (onestack/host.py), on CPUs
+archspec knows by name: the level decides which level builds run here, and a
+host below the site's baseline is refused before anything builds."""
+
+import pytest
+from archspec import cpu as archspec
+
+from onestack import data, host, paths
+from onestack.stack import cpus
+
+CPUS_FILE = data.location(paths.environments_dir() / cpus.CPUS_FILE)
+
+
+@pytest.fixture
+def as_cpu(monkeypatch):
+    def become(name: str):
+        monkeypatch.setattr(host, "_cpu", lambda: archspec.TARGETS[name])
+    return become
+
+
+@pytest.mark.parametrize("name, level, runs_v4", [
+    ("zen3", "v3", False), ("zen4", "v4", True), ("icelake", "v4", True), ("sapphirerapids", "v4", True),
+    ("haswell", "v3", False), ("nehalem", "v2", False), ("core2", "v1", False),
+])
+def test_each_cpu_gets_its_level(as_cpu, name, level, runs_v4):
+    as_cpu(name)
+    assert (host.target(), host.level(), host.runs("x86-64-v4")) == (name, level, runs_v4)
+    assert host.runs("x86-64-v2") == (level >= "v2")
+    assert host.describe().endswith(f"; archspec {name}; x86-64-{level}")
+
+
+@pytest.mark.parametrize("name", ["zen3", "nehalem", "icelake"])
+def test_a_host_at_or_above_the_baseline_builds(as_cpu, name):
+    as_cpu(name)
+    host.check_baseline(cpus.generations()[0], CPUS_FILE)
+
+
+def test_a_host_below_the_baseline_is_refused_with_the_file_and_the_fix(as_cpu):
+    as_cpu("core2")
+    with pytest.raises(paths.SetupError) as refused:
+        host.check_baseline(cpus.generations()[0], CPUS_FILE)
+    message = str(refused.value)
+    assert "is below the site's baseline x86-64-v2 (environments/cpus.yaml: nehalem)" in message, message
+    assert "build on a host at or above it" in message, message
+
+
+def test_this_machines_model_is_read_from_the_kernel():
+    assert " family " in host.model() and "unknown model" not in host.model(), host.model()

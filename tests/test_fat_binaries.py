@@ -1,5 +1,9 @@
 """One entry point per program for every CPU generation of the site
-(environments/cpus.yaml): under qemu emulating each generation, each
+(environments/cpus.yaml). On this host, whatever its CPU: each level build
+carries that level's instructions (none above SSE in the baseline, AVX
+in v3, AVX-512 in v4), and each level the host can run passes its problem
+natively; a level above the host is reported as built, not run here. Under
+qemu emulating each generation, each
 published flavor's entry point (onestack-dispatch) names the level it
 chose, the newest its builds have that the emulated CPU runs; qemu-user
 does not follow execve, so that chosen build is then run itself under the
@@ -11,6 +15,8 @@ for this machine's CPU) dies on them where the flavor's fat build passes."""
 
 import gzip
 import json
+import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -31,6 +37,29 @@ DISPATCH = {
     # haswell, skx kernels on the Intel generations, zen* on AMD's.
     "aocl": (("BLIS_ARCH_DEBUG", "1"), "Selecting sub-configuration"),
 }
+
+
+# The flavors of this run's build lists (make test: ci_build) with each
+# level build, the baseline's included, as (module, level).
+CI = os.environ.get("ONESTACK_BUILD_LIST") == "ci_build"
+LEVEL_BUILDS = [(f.module_name, level) for f in stack.load().select(ci=CI) if f.published
+                for level in [cpus.baseline_level(), *(lvl for lvl, spec in f.levels if spec in f.specs(ci=CI))]]
+# The builds of flavors with several levels: one with the baseline's alone
+# runs it through its entry point everywhere (tests/test_problems.py).
+SEVERAL_LEVELS = [(m, lvl) for m, lvl in LEVEL_BUILDS if sum(m == other for other, _ in LEVEL_BUILDS) > 1]
+# AVX-512 shows in its registers: zmm, the opmasks k1-k7, or the 16 extra
+# xmm/ymm registers only EVEX encodes; AVX (VEX) in its v-prefixed mnemonics.
+AVX512_OPERAND = re.compile(r"%(zmm\d+|k[1-7]|[xy]mm(1[6-9]|2\d|3[01]))\b")
+VEX_MNEMONIC = re.compile(r"^\s*[0-9a-f]+:\s+v[a-z0-9]+\s", re.M)
+# What each level's own code may and must use (x86-64-v2 has no AVX).
+WIDEST = {"x86-64-v2": "SSE", "x86-64-v3": "AVX2", "x86-64-v4": "AVX-512"}
+
+
+def widest_instructions(program: Path) -> str:
+    """The widest vector instruction set in the program's own code."""
+    listing = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(program)], capture_output=True,
+                             text=True, check=True).stdout
+    return "AVX-512" if AVX512_OPERAND.search(listing) else "AVX2" if VEX_MNEMONIC.search(listing) else "SSE"
 
 
 def built_levels(release: Path, module: str) -> dict:
@@ -73,6 +102,33 @@ def test_every_flavor_runs_its_level_on_every_cpu_generation(cpu, tmp_path, init
         path = next((line.strip() for line in ran.printed.splitlines() if marker in line), None)
         assert path, f"{module} on {cpu['qemu']}: the math library did not name its code path"
         print(f"{module:22} {cpu['qemu']:15} {level} build passes; {path.split(' architecture ')[-1][:70]}")
+
+
+@pytest.mark.parametrize("module,level", LEVEL_BUILDS, ids=[f"{m}@{lvl}" for m, lvl in LEVEL_BUILDS])
+def test_each_level_build_carries_its_levels_instructions(module, level, live_release):
+    """Whether or not this host can run it: the baseline build nothing above
+    SSE, the v3 build AVX (VEX), the v4 build AVX-512."""
+    builds = built_levels(live_release, module)
+    assert level in builds, f"{module}: no {level} build in its levels.conf ({', '.join(builds)})"
+    program = Path(builds[level]) / stack.load().flavor(module).app.program
+    found = widest_instructions(program)
+    print(f"{module} {level}: {program.name}'s widest instructions: {found}")
+    assert found == WIDEST[level], f"{module}'s {level} build ({program}): its widest instructions are {found}"
+
+
+@pytest.mark.parametrize("module,level", SEVERAL_LEVELS, ids=[f"{m}@{lvl}" for m, lvl in SEVERAL_LEVELS])
+def test_each_level_build_this_host_can_run_passes_its_problem_natively(module, level, live_release, init_script,
+                                                                        tmp_path):
+    if not host.runs(level):
+        pytest.skip(f"{module}'s {level} build: built, not run here: this host is x86-64-{host.level()} "
+                    f"({host.model()}); its instructions are checked by the test before")
+    builds = built_levels(live_release, module)
+    problem = problems.emulation_problem(stack.load().flavor(module).app.module)
+    ran = problems.execute(problem, problems.How(modules=(module,), path=(builds[level],)), tmp_path, init_script)
+    checks = ran.checks()
+    assert ran.exit == 0 and all(c.passed for c in checks), \
+        f"{module}'s {level} build on this host: exit {ran.exit}\n" + "\n".join(map(str, checks)) + ran.printed[-2000:]
+    print(f"{module} {level}: built and run here ({host.describe()}); {problem.case} passed")
 
 
 def test_a_cpu_below_the_baseline_is_refused_before_anything_runs(tmp_path, init_script, published_flavors):

@@ -7,12 +7,25 @@ from pathlib import Path
 
 import pytest
 
-from onestack import paths
+from onestack import paths, stack
 from onestack.modules import publish
 
 REPO = paths.REPO
 # Spack reads the install tree from spack.yaml's $ONESTACK_PREFIX: the site's, unless set.
 os.environ.setdefault("ONESTACK_PREFIX", str(paths.prefix()))
+
+
+def run_flavors(app: str = None) -> list:
+    """The offered flavors of this run's build lists (`make test`: each
+    app's ci_build), from the data: tests parametrized by them pass or fail
+    by the flavor's name, and one flavor's failure hides no other's."""
+    ci = os.environ.get("ONESTACK_BUILD_LIST") == "ci_build"
+    return [f for f in stack.load().select(ci=ci) if f.published and app in (None, f.app.module)]
+
+
+def require_published(module: str, published: list) -> None:
+    """A flavor of the run's lists that publish left out was not built."""
+    assert module in published, f"{module} is in this run's build lists but not published: its build failed"
 
 
 @pytest.fixture(scope="session")

@@ -90,6 +90,15 @@ def emulation_problem(app: str) -> Problem:
     return found[0].sized(found[0]["emulation_params"])
 
 
+def across_nodes_problem(app: str) -> Problem:
+    """The case an app runs across the virtual cluster's nodes (`across_nodes`)."""
+    found = [p for p in load(app).values() if p["across_nodes"]]
+    if len(found) != 1:
+        raise ProblemError(f"{PROBLEMS}/{app}/: {len(found)} problems state across_nodes: true; "
+                           "exactly one must (the case each flavor runs across 2 nodes)")
+    return found[0]
+
+
 def full_size(problem: Problem) -> Problem:
     """A problem sized for the full report from this machine's memory:
     N = sqrt(memory_fraction x MemTotal / 8 bytes), a multiple of multiple_of."""

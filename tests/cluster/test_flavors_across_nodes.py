@@ -1,18 +1,20 @@
 """Every published flavor across 2 nodes of the virtual cluster, as a
 site's users run it: a batch job that loads the flavor's module and starts
 its ranks with srun, and the same with the MPI's own mpirun inside the
-allocation. Each run is checked: its reference result, one job of N ranks
+allocation, on its application's `across_nodes` case (its other cases repeat
+what the single-node runs check). Each run is checked: its reference result, one job of N ranks
 on 2 distinct hosts (each rank names its host before the program starts),
 and bytes that really crossed the nodes' interfaces. The MPICH ABI swap
 (mpi-runtime/impi) across nodes too."""
 
 import pytest
 
+from conftest import require_published, run_flavors
 from onestack import problems, stack
 from onestack.cluster import pingpong
 from onestack.problems import check
 
-CASES = [(app, case) for app in problems.apps() for case in sorted(problems.load(app))]
+FLAVORS = [f.module_name for f in run_flavors()]
 # Slurm's own traffic for a job (controller <-> slurmd, PMI) is a few
 # kilobytes per node; a problem's exchange between 2 ranks is far more.
 MIN_CROSSING_BYTES = 200_000
@@ -63,15 +65,13 @@ def _run(cluster, problem, how, workdir, init_script):
 
 
 @pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
-@pytest.mark.parametrize("app,case", CASES, ids=[f"{a}/{c}" for a, c in CASES])
-def test_every_flavor_runs_across_two_nodes(app, case, launcher, virtual_cluster, init_script, published_flavors,
+@pytest.mark.parametrize("module", FLAVORS)
+def test_every_flavor_runs_across_two_nodes(module, launcher, virtual_cluster, init_script, published_flavors,
                                             tmp_path):
-    modules = [m for m in published_flavors if m.startswith(f"{app}/")]
-    assert modules, f"no {app} flavor is published"
-    problem = problems.load(app)[case]
-    for module in modules:
-        how = problems.How(modules=(module,), env=UNBOUND, launcher=LAUNCHERS[launcher], report_hosts=True)
-        _run(virtual_cluster, problem, how, tmp_path / module.replace("/", "_"), init_script)
+    require_published(module, published_flavors)
+    problem = problems.across_nodes_problem(module.split("/")[0])
+    how = problems.How(modules=(module,), env=UNBOUND, launcher=LAUNCHERS[launcher], report_hosts=True)
+    _run(virtual_cluster, problem, how, tmp_path, init_script)
 
 
 @pytest.mark.parametrize("mpi", ["mpich", "mvapich2"])

@@ -5,7 +5,7 @@ stack loaded for every site of sites/."""
 import jsonschema
 import pytest
 
-from onestack import data, paths, stack
+from onestack import data, paths, problems, stack
 
 
 def test_every_schema_is_valid_and_titled():
@@ -45,3 +45,9 @@ def test_every_site_loads(site, monkeypatch):
     monkeypatch.setenv("ONESTACK_SITE", site)
     matrix = stack.load()
     assert matrix.site.name == site and matrix.flavors
+
+
+@pytest.mark.parametrize("app", problems.apps())
+def test_every_application_names_its_emulated_and_its_cross_node_case(app):
+    assert problems.emulation_problem(app)["emulation_params"] is not None
+    assert problems.across_nodes_problem(app)["across_nodes"]

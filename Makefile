@@ -11,7 +11,7 @@ export PYTEST_ARGS
 .PHONY: setup venv mirror stack test test-fast flavors where rollback bench-modules report report-path images \
 	where-images push-images push-binaries check audit ci-generate cluster cluster-env cluster-down cluster-bench
 
-# The virtualenv alone: all the fast tier needs (no Spack, no Lmod, no apt).
+# The virtualenv: with gcc and git, all the fast tier needs (no Spack, no Lmod, no apt).
 venv:
 	@bash setup/venv.sh
 
@@ -31,8 +31,9 @@ stack: setup
 	@$(ONESTACK) build $(FLAVORS)
 	@$(ONESTACK) publish
 
-# The fast tier: every data file, bad input, rendering, report arithmetic and
-# problem checks on recorded outputs, in under a minute.
+# The fast tier: every data file, bad input, rendering, report arithmetic,
+# problem checks on recorded outputs, the dispatcher (compiled with gcc) and
+# the docs' paths and make targets, in under a minute.
 test-fast: venv
 	@. setup/env.sh && "$$ONESTACK_VENV/bin/python" -m pytest -q tests/fast
 

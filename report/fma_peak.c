@@ -1,7 +1,7 @@
 /* The machine's measured floating-point peak for the benchmark report: one
  * process per core, each running independent chains of fused multiply-adds
  * (enough of them to hide FMA latency), on the widest vectors the CPU has.
- * Prints GFLOPS of this core. HPL's goal (>= 90% of peak) is against this. */
+ * Prints GFLOPS of this core. HPL's peak goal (report/goals.yaml) is against this. */
 #include <immintrin.h>
 #include <stdio.h>
 #include <time.h>

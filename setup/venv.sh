@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project virtualenv ($ONESTACK_VENV): the Python that runs onestack,
 # Spack and the tests, with setup/requirements.txt from PyPI (clingo among
-# them, so Spack never bootstraps from the network). All the fast tier needs.
+# them, so Spack never bootstraps from the network). With gcc and git, all
+# the fast tier needs.
 # Progress goes to stderr: targets that print a path (`make -s cluster-env`)
 # depend on this one, and their output is what a user sources.
 set -euo pipefail

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test`: the stages of the test command, each timed, the times printed
-# at the end. The fast tier runs first, on Python alone: a data mistake stops
-# the run in seconds, before anything is set up or built.
+# at the end. The fast tier runs first (the virtualenv, gcc and git: no
+# Spack, no apt step): a data mistake stops the run in seconds, before
+# anything is set up or built.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . setup/env.sh

@@ -33,8 +33,8 @@ PROGRAMS = Path(__file__).parent / "programs"
 DISPATCH = {
     "openblas": (("OPENBLAS_VERBOSE", "2"), "Core: "),
     "mkl": (("MKL_VERBOSE", "1"), "enabled processors"),
-    # AOCL-BLIS's x86_64 family (packages/.../amdblis): penryn, sandybridge,
-    # haswell, skx kernels on the Intel generations, zen* on AMD's.
+    # AOCL-BLIS's x86_64 family (packages/.../amdblis): the kernel set it
+    # picked for the CPU (penryn, sandybridge, zen3, ...; docs/site-staff/building.md).
     "aocl": (("BLIS_ARCH_DEBUG", "1"), "Selecting sub-configuration"),
 }
 

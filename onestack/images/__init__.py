@@ -1,7 +1,7 @@
 """Container images: a real Apptainer (apptainer.py), the site's signing key
 (keys.py), the cached Debian base (base.py), each flavor's image (flavor.py),
 a registry to push to and pull from (registry.py, push.py) and the site's
-binaries through it (buildcache.py)."""
+binaries through it (push.py, onestack/spack/oci_buildcache.py)."""
 
 from pathlib import Path
 

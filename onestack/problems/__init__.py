@@ -1,5 +1,5 @@
 """Test problems (tests/problems/): as data (problem.py), how they run
-(run.py) and how their output is checked (check.py)."""
+(runner.py) and how their output is checked (check.py)."""
 
 from onestack.problems.problem import (  # noqa: F401
     Problem, ProblemError, across_nodes_problem, apps, emulation_problem, full_size, load)

@@ -1,4 +1,4 @@
-"""Test problems as data (tests/problems/<app>/<case>.yaml, schemas/problem):
+"""Test problems as data (tests/problems/<app>/<case>.yaml, schemas/problem.schema.yaml):
 an input, a published reference, tolerances and how the program runs; and
 their files laid out in a run's folder."""
 

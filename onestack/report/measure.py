@@ -2,9 +2,10 @@
 builds (the Netlib reference, the native twins) and the baselines users would
 pick instead, run side by side on the figures of the test problems.
 
-Benchmark hygiene (shared/context/seed-facts.md): one warm-up round that is
-not counted, then repeated rounds, each running every contestant once, each
-starting one further down the list; median and spread (min-max)."""
+Benchmark hygiene, after the seed facts the project started from (a document
+outside this repository): one warm-up round that is not counted, then
+repeated rounds, each running every contestant once, each starting one
+further down the list; median and spread (min-max)."""
 
 import json
 import statistics

@@ -1,14 +1,14 @@
 """Fat against native, side by side in alternating pairs: what a build for
 every CPU generation costs against one built for this machine alone.
 
-A report's 3 rounds cannot resolve a gap of 1%: on these shared 2-core VMs
+A report's 3 rounds cannot resolve a gap of a percent: on these shared 2-core VMs
 one run of QE's surface case spread 15.6-16.8 s. Here each pair runs the fat
 flavor and its native twin back to back, the order swapped every pair (so
 that neither always meets the machine first), and the gap is the geometric
 mean of the pairs' ratios with its 95% confidence interval (Student's t on
 the log-ratios). Pairs are added until the interval is narrow enough to
-judge a 1% goal (half-width at most RESOLUTION), or a bound on pairs or
-time is reached; a reduced run does MIN_PAIRS, to keep the code path working.
+judge the native_gap goals of report/goals.yaml (half-width at most
+RESOLUTION), or a bound on pairs or time is reached; a reduced run does MIN_PAIRS, to keep the code path working.
 
 Where the fat flavor's dispatcher picks the native twin's own build on this
 CPU (start_cost.py says when and why), whole pairs compare a build with
@@ -26,7 +26,7 @@ from onestack import problems, stack
 from onestack.modules import dispatch, publish
 from onestack.report import measure, start_cost
 
-RESOLUTION = 0.005  # half-width of the interval that judges a 1% goal
+RESOLUTION = 0.005  # half-width of the interval: half the native_gap goals' bound (report/goals.yaml)
 MIN_PAIRS = 3  # the fewest with an interval (2 degrees of freedom)
 MAX_PAIRS = 30
 SAME_BUILD_PAIRS = 6

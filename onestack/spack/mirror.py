@@ -225,4 +225,4 @@ def check_obtainable(offline: bool) -> None:
         print(f"    {how['what'][:72]:72}  {found}")
     if offline and missing:
         raise MirrorError("offline (ONESTACK_OFFLINE=1), and these sources cannot be had:\n  "
-                          + "\n  ".join(missing) + "\n  (the README's table names each clone)")
+                          + "\n  ".join(missing) + "\n  (docs/site-staff/sources.md names each clone)")

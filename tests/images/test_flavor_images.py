@@ -106,7 +106,7 @@ def test_host_intel_mpi_starts_one_container_per_rank(runner, built, init_script
 
 
 def test_a_desktop_user_pulls_verifies_tests_and_runs_it(built, reg, desktop, init_script, tmp_path):
-    """`make push-images` to the registry, then the README's desktop steps
+    """`make push-images` to the registry, then docs/users.md's desktop steps
     as a user who is not root and holds only the site's public key: pull,
     verify, test, and the QE problem with the image's MPI and the host's."""
     env = {"ONESTACK_REGISTRY": f"{reg.host}/hpc/onestack", "ONESTACK_REGISTRY_USER": reg.username,
@@ -124,7 +124,7 @@ def test_a_desktop_user_pulls_verifies_tests_and_runs_it(built, reg, desktop, in
     problem = problems.load(PROBLEM[0])[PROBLEM[1]]
     as_desktop = run_as(desktop.apptainer.user, dict(desktop.apptainer.env))
     # One container per rank: from the image where FUSE mounts it, else
-    # from the folder it is unpacked into once (the README's desktop steps).
+    # from the folder it is unpacked into once (docs/users.md's desktop steps).
     per_rank = image if desktop.apptainer.fuse_usable() else timed(
         "apptainer build --sandbox (desktop user)", apptainer.sandbox, desktop.apptainer, image,
         desktop.home / "images" / "qe-openblas-mpich_test")

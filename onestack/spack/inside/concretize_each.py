@@ -1,4 +1,4 @@
-# Runs inside `spack python` (see onestack/spack.py:query). Arguments: a JSON list
+# Runs inside `spack python` (see onestack/spack/__init__.py:query). Arguments: a JSON list
 # of abstract specs, and optionally a JSON configuration scope to solve them
 # under (packages: the compilers components.yaml declares but this machine
 # lacks; concretizer: reuse: false, to test a recipe's rule, not an install),

@@ -1,4 +1,4 @@
-# Runs inside `spack python` (see onestack/spack.py:query). Prints, as JSON, every
+# Runs inside `spack python` (see onestack/spack/__init__.py:query). Prints, as JSON, every
 # source archive and patch the active environment's non-external specs need,
 # with its sha256 (or, for a version Spack checks out of git, its commit) and
 # its content-addressed path in a Spack mirror.

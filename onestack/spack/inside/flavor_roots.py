@@ -1,4 +1,4 @@
-# Runs inside `spack python` (see onestack/spack.py:query). Argument: a JSON list
+# Runs inside `spack python` (see onestack/spack/__init__.py:query). Argument: a JSON list
 # of abstract flavor specs. Prints, as JSON, for each the concrete root that
 # satisfies it: its hash and those of its compiler, MPI and math providers.
 import json

@@ -1,4 +1,4 @@
-# Runs inside `spack python` (see onestack/spack.py:query). Argument: a JSON list
+# Runs inside `spack python` (see onestack/spack/__init__.py:query). Argument: a JSON list
 # of DAG hashes. Prints, as JSON, for each whether it is installed in the store
 # now (the flavor table caches concretizations, which outlive install states).
 import json

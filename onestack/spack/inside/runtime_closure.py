@@ -1,4 +1,4 @@
-# Runs inside `spack python` (see onestack/spack.py:query). Argument: a root
+# Runs inside `spack python` (see onestack/spack/__init__.py:query). Argument: a root
 # spec's hash. Prints, as JSON, what a container of it needs: the hash and
 # prefix of each node Spack installed that the root links or runs (what the
 # image carries), and every external the build used (what the image's OS must

@@ -19,8 +19,9 @@ class Hpcc(BuiltinHpcc):
     patch("xhpl.patch")
 
     # The Netlib reference BLAS ran 1.6x-5x slower in the site's measurements
-    # (shared/context/seed-facts.md): refused, except in the benchmark baseline
-    # that measures what it costs (environments/hpl.yaml `reference`).
+    # (the seed facts, outside this repository): refused, except in the
+    # benchmark baseline that measures what it costs (environments/hpl.yaml
+    # `reference`).
     # Sticky: only an explicit request turns it on; the concretizer may not
     # flip it to let a production spec through the conflict below.
     variant(

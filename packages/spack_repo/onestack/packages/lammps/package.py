@@ -21,7 +21,7 @@ class Lammps(BuiltinLammps):
         # on PATH: with Debian's Open MPI as the external that is MPICH's (the
         # alternatives point there), and an Open MPI flavor linked MPICH and
         # ran as N one-rank jobs. The MPI recipe's wrappers (mpicxx.openmpi
-        # for Debian's Open MPI, packages/openmpi) name the right MPI.
+        # for Debian's Open MPI, packages/.../openmpi) name the right MPI.
         args = super().cmake_args()
         if self.spec.satisfies("+mpi"):
             args += [self.define("MPI_C_COMPILER", self.spec["mpi"].mpicc),

@@ -8,7 +8,7 @@
 # a builtin checksum is never edited to fit), so 2.3.7-1 is declared by commit:
 # the commit pins the content. Offline, `make mirror` archives that commit from
 # a local clone named by ONESTACK_MVAPICH2_GIT into the source mirror
-# (setup/offline-sources.yaml, onestack/mirror.py); Spack looks there first.
+# (setup/offline-sources.yaml, onestack/spack/mirror.py); Spack looks there first.
 #
 # Fabric: the builtin default, fabrics=mrail, is MVAPICH2's InfiniBand channel
 # (rdma-core, an HCA at run time). A host without InfiniBand selects

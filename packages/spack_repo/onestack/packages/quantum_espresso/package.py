@@ -1,5 +1,5 @@
 # Quantum ESPRESSO as the site builds it: the builtin recipe plus the library
-# rules from the site's measurements (shared/context/seed-facts.md, section 1).
+# rules from the site's measurements (the seed facts, outside this repository).
 from spack_repo.builtin.packages.quantum_espresso.package import (
     QuantumEspresso as BuiltinQuantumEspresso,
 )
@@ -63,7 +63,7 @@ class QuantumEspresso(BuiltinQuantumEspresso):
             f"{'intelmpi' if _family == 'mpich' else 'openmpi'}_lp64",
         )
 
-    # The OS's ScaLAPACK is built once per MPI (packages/netlib_scalapack): an
+    # The OS's ScaLAPACK is built once per MPI (packages/.../netlib_scalapack): an
     # Open MPI flavor needs the Open MPI build, an MPICH flavor the MPICH one.
     # Intel MPI and MVAPICH2 get neither: the MPICH build links MPICH's own
     # libmpich.so.12, which loaded a second MPI beside the flavor's

@@ -7,14 +7,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from onestack import ci, data, host, paths, problems, render, report, spack, stack, status
-from onestack.images import ImageError, apptainer, keys
+from onestack import ci, data, host, paths, problems, render, report, spack, stack, status, validate
+from onestack.images import ImageError, apptainer, keys, push
 from onestack.images import flavor as images
-from onestack.images import push
 from onestack.modules import dispatch, lmod, publish
 from onestack.spack import environment, mirror, scope
-from onestack.stack import cpus
-
+from onestack.stack import cpus, site
 
 # Which build lists a command works on when no flavor is named: each app's
 # `build` list (`make stack`), or its `ci_build` list (--ci; `make test` sets
@@ -56,7 +54,8 @@ def cmd_site(args) -> None:
     scope.write_mirror_config()
     scope.detect_externals()
     scope.install_vendors()
-    # The site's image signing key: the one configured (ONESTACK_SIGNING_KEY), else a new one, kept outside the repository.
+    # The site's image signing key: the one configured (ONESTACK_SIGNING_KEY),
+    # else a new one, kept outside the repository.
     print(f"==> site: image signing key {keys.ensure_site_key(apptainer.find(keys.signing_env()))}")
 
 
@@ -66,8 +65,10 @@ def _check_prefix(prefix: Path) -> None:
     try:
         prefix.mkdir(parents=True, exist_ok=True)
     except PermissionError:
-        raise paths.SetupError(f"cannot create the prefix {prefix} (the site's `prefix`): create it for this "
-                               "user, or set ONESTACK_PREFIX to a folder of yours") from None
+        raise paths.SetupError(
+            f"cannot create the prefix {prefix} (the site's `prefix`): create it for this "
+            "user, or set ONESTACK_PREFIX to a folder of yours"
+        ) from None
     if not os.access(prefix, os.W_OK):
         raise paths.SetupError(f"the prefix {prefix} is not writable by this user: set ONESTACK_PREFIX")
     closed = [p for p in [prefix, *prefix.parents] if not p.stat().st_mode & 0o001]
@@ -126,8 +127,9 @@ def cmd_check(args) -> None:
     for flavor in (f for f in _selected(args) if f.published):
         for case, problem in problems.load(flavor.app.module).items():
             with tempfile.TemporaryDirectory() as tmp:
-                checks = problems.run(problem, problems.How(modules=(flavor.module_name,)), Path(tmp),
-                                      publish.init_script())
+                checks = problems.run(
+                    problem, problems.How(modules=(flavor.module_name,)), Path(tmp), publish.init_script()
+                )
             print(f"{flavor.module_name} {case}:\n" + "\n".join(f"  {c}" for c in checks))
             if not all(c.passed for c in checks):
                 failed.append(f"{flavor.module_name} {case}")
@@ -146,10 +148,12 @@ def cmd_record_outputs(args) -> None:
 def cmd_audit(args) -> None:
     """What a pipeline checks first: the stack's data against its schemas and
     cross-references, the site recipes (spack audit), the pipeline file."""
-    checked = stack.check_all()
+    checked = validate.check_all()
     matrix = stack.load()
-    print(f"==> audit: {checked['documents']} data files valid against schemas/; {checked['flavors']} flavors, "
-          f"{checked['problems']} test problems, {checked['goals']} report goals for site {matrix.site.name}")
+    print(
+        f"==> audit: {checked['documents']} data files valid against schemas/; {checked['flavors']} flavors, "
+        f"{checked['problems']} test problems, {checked['goals']} report goals for site {matrix.site.name}"
+    )
     environment.render(matrix.select())  # the environment Spack audits includes it
     spack.run("audit", "packages", *sorted({f.app.package for f in matrix.flavors}))
     ci.validate(ci.PIPELINE_FILE)
@@ -194,8 +198,10 @@ def cmd_bench_modules(args) -> None:
             times = sorted(lmod.time_command(init, command, runs=10, use_cache=use_cache))
             median = statistics.median(times)
             verdict = "met" if median < goal else "MISSED"
-            print(f"{'module ' + command:34} {'with' if use_cache else 'without':>12} {median:10.1f} "
-                  f"{times[0]:6.1f}-{times[-1]:<6.1f}  < {goal} ms {verdict}")
+            print(
+                f"{'module ' + command:34} {'with' if use_cache else 'without':>12} {median:10.1f} "
+                f"{times[0]:6.1f}-{times[-1]:<6.1f}  < {goal} ms {verdict}"
+            )
 
 
 def cmd_report(args) -> None:
@@ -214,27 +220,48 @@ def main(argv=None) -> int:
     commands = [
         ("render", cmd_render, "validate the stack's data and render .generated/flavors.yaml", []),
         ("site", cmd_site, "set up this machine for the selected site: sources, externals, vendor libraries", []),
-        ("mirror", cmd_mirror, "fill the offline source mirror (verified by sha256)",
-         [offline, ("--rebuild", "also the sources of installed specs (for a rebuild from scratch)")]),
+        (
+            "mirror",
+            cmd_mirror,
+            "fill the offline source mirror (verified by sha256)",
+            [offline, ("--rebuild", "also the sources of installed specs (for a rebuild from scratch)")],
+        ),
         ("build", cmd_build, "concretize and install the selected flavors", [offline, ci_lists]),
-        ("publish", cmd_publish, "generate a new module tree release of the built flavors and make it live",
-         [("--force", "generate a new release even if nothing changed"), ci_lists]),
+        (
+            "publish",
+            cmd_publish,
+            "generate a new module tree release of the built flavors and make it live",
+            [("--force", "generate a new release even if nothing changed"), ci_lists],
+        ),
         ("images", cmd_images, "build and sign the SIF image of each selected published flavor", []),
         ("push-images", cmd_push_images, "push every built image to the site's registry (ONESTACK_REGISTRY...)", []),
         ("push-binaries", cmd_push_binaries, "push the published flavors' Spack binaries to the site's registry", []),
         ("check", cmd_check, "run the test problems of the selected published flavors through their modules", []),
         ("audit", cmd_audit, "validate the stack's data, site recipes and pipeline file", []),
         ("record-outputs", cmd_record_outputs, "record one run of every test problem for the fast tier", []),
-        ("ci-generate", cmd_ci_generate, "write the build (spack ci generate) and test child pipelines",
-         [("--full-rebuild", "a job for every spec, even those already in the buildcache (schedules, tags)")]),
+        (
+            "ci-generate",
+            cmd_ci_generate,
+            "write the build (spack ci generate) and test child pipelines",
+            [("--full-rebuild", "a job for every spec, even those already in the buildcache (schedules, tags)")],
+        ),
         ("where-images", cmd_where_images, "print the folder of the SIF images", []),
         ("flavors", cmd_flavors, "print the flavor status table: concretized / built / tested, or why not", []),
         ("where", cmd_where, "print the init script of the live module tree", []),
         ("host", cmd_host, "print this machine's CPU: model, archspec's name, x86-64 level", []),
         ("rollback", cmd_rollback, "make the previous release live again", []),
-        ("report", cmd_report, "measure every published flavor side by side: HTML and PNG report",
-         [("--reduced", "small sizes, one run each, one case per application "
-                        "(the test suite's run: keeps the code path working)")]),
+        (
+            "report",
+            cmd_report,
+            "measure every published flavor side by side: HTML and PNG report",
+            [
+                (
+                    "--reduced",
+                    "small sizes, one run each, one case per application "
+                    "(the test suite's run: keeps the code path working)",
+                )
+            ],
+        ),
         ("report-path", cmd_report_path, "print the folder of the latest report", []),
         ("bench-modules", cmd_bench_modules, "print module avail/load latency, with and without cache", []),
     ]
@@ -247,11 +274,22 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         # Spack reads the install tree from spack.yaml's $ONESTACK_PREFIX: the site's, unless set.
-        os.environ["ONESTACK_PREFIX"] = str(paths.prefix())
+        os.environ["ONESTACK_PREFIX"] = str(site.prefix())
         args.func(args)
-    except (data.InputError, mirror.MirrorError, spack.SpackError, publish.PublishError, dispatch.DispatchError,
-            lmod.LmodError, paths.SetupError, ImageError, render.Refused, ci.CiError,
-            problems.ProblemError, FileNotFoundError) as err:
+    except (
+        data.InputError,
+        mirror.MirrorError,
+        spack.SpackError,
+        publish.PublishError,
+        dispatch.DispatchError,
+        lmod.LmodError,
+        paths.SetupError,
+        ImageError,
+        render.Refused,
+        ci.CiError,
+        problems.ProblemError,
+        FileNotFoundError,
+    ) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     return 0

@@ -81,12 +81,14 @@ def _registry() -> referencing.Registry:
     """The schemas by their $id, so that one can refer to another's $defs."""
     documents = [schema(f.name.removesuffix(".schema.yaml")) for f in sorted(SCHEMAS.glob("*.schema.yaml"))]
     return referencing.Registry().with_resources(
-        (document["$id"], referencing.Resource.from_contents(document)) for document in documents)
+        (document["$id"], referencing.Resource.from_contents(document)) for document in documents
+    )
 
 
 def _validator(name: str) -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(schema(name), registry=_registry(),
-                                           format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    return jsonschema.Draft202012Validator(
+        schema(name), registry=_registry(), format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+    )
 
 
 def read_yaml(file: Path) -> Any:
@@ -109,8 +111,9 @@ def _message(err: jsonschema.ValidationError) -> str:
         keys = [k for s in err.validator_value for k in s["required"] if k not in err.schema.get("required", [])]
         return f"needs exactly one of: {', '.join(dict.fromkeys(keys))}"
     if err.validator == "dependentRequired":
-        given, needed = next((k, m) for k, ms in err.validator_value.items() if k in err.instance
-                             for m in ms if m not in err.instance)
+        given, needed = next(
+            (k, m) for k, ms in err.validator_value.items() if k in err.instance for m in ms if m not in err.instance
+        )
         what = err.schema.get("properties", {}).get(needed, {}).get("title", "")
         return f"'{given}' needs '{needed}' beside it" + (f": {what}" if what else "")
     title = err.schema.get("title") if isinstance(err.schema, dict) else None

@@ -55,8 +55,10 @@ def model() -> str:
             fields.setdefault(key.strip(), value.strip())
         if not line.strip() and fields:
             break
-    return (f"{fields.get('model name', 'unknown model')} ({fields.get('vendor_id', '?')} "
-            f"family {fields.get('cpu family', '?')} model {fields.get('model', '?')})")
+    return (
+        f"{fields.get('model name', 'unknown model')} ({fields.get('vendor_id', '?')} "
+        f"family {fields.get('cpu family', '?')} model {fields.get('model', '?')})"
+    )
 
 
 def describe() -> str:
@@ -72,4 +74,5 @@ def check_baseline(generation: dict, where: str) -> None:
     if not runs(generation["x86_64_level"]):
         raise paths.SetupError(
             f"this build host's CPU, {describe()}, is below the site's baseline x86-64-{generation['x86_64_level']} "
-            f"({where}: {generation['name']}): build on a host at or above it")
+            f"({where}: {generation['name']}): build on a host at or above it"
+        )

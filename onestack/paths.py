@@ -42,12 +42,10 @@ def generated_dir() -> Path:
 
 
 def prefix() -> Path:
-    """The install tree, module releases and images: ONESTACK_PREFIX, else the site's."""
-    if os.environ.get("ONESTACK_PREFIX"):
-        return Path(os.environ["ONESTACK_PREFIX"])
-    from onestack.stack import site  # the site file is data: validated where it is read
-
-    return site.load().prefix
+    """The install tree, module releases and images: ONESTACK_PREFIX, which
+    every entry point sets, the selected site's `prefix` unless given
+    (onestack/stack/site.py: prefix)."""
+    return _from_env("ONESTACK_PREFIX")
 
 
 def cache() -> Path:
@@ -81,4 +79,3 @@ def modules_root() -> Path:
     """Published module trees: releases/<id>/ and the `current` link
     (ONESTACK_MODULES points elsewhere: tests publish into scratch folders)."""
     return Path(os.environ.get("ONESTACK_MODULES", prefix() / "modules"))
-

@@ -46,8 +46,9 @@ def def_lines(value) -> str:
     text = str(value)
     for line in text.splitlines():
         if line.split() and line.split()[0].startswith("%"):
-            raise Refused(f"{line.strip()!r}: a line of a definition file whose first word starts with % "
-                          "opens a section there")
+            raise Refused(
+                f"{line.strip()!r}: a line of a definition file whose first word starts with % opens a section there"
+            )
     return text
 
 
@@ -67,10 +68,15 @@ def sh_words(values: Iterable) -> str:
 
 
 def environment(templates: Path) -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates)), undefined=jinja2.StrictUndefined,
-                             keep_trailing_newline=True, autoescape=False)
-    env.filters.update(lua=lua, lua_comment=lua_comment, sh=sh, sh_words=sh_words, def_line=def_line,
-                       def_lines=def_lines)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters.update(
+        lua=lua, lua_comment=lua_comment, sh=sh, sh_words=sh_words, def_line=def_line, def_lines=def_lines
+    )
     return env
 
 

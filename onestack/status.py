@@ -78,8 +78,9 @@ def _with_install_state(cells: Dict[str, dict]) -> Dict[str, dict]:
 def _tests(module: str) -> str:
     """Outcomes of the application's current test problems (a renamed case's old result does not count)."""
     cases = problems.load(module.split("/")[0])
-    outcomes = [json.loads(f.read_text())["passed"] for f in sorted((results_dir() / module).glob("*.json"))
-                if f.stem in cases]
+    outcomes = [
+        json.loads(f.read_text())["passed"] for f in sorted((results_dir() / module).glob("*.json")) if f.stem in cases
+    ]
     if not outcomes:
         return "not run"
     passed = sum(outcomes)
@@ -107,11 +108,18 @@ def rows(every: List[Flavor]) -> List[dict]:
             note = "benchmark baseline: built for the report to measure, never published"
         else:
             note = ""
-        table.append({
-            "flavor": flavor.module_name, "compiler": flavor.compiler, "mpi": flavor.mpi, "math": flavor.math,
-            "concretized": "yes" if cell["ok"] else "NO", "built": "yes" if built else "no",
-            "tests": _tests(flavor.module_name) if built else "-", "note": note,
-        })
+        table.append(
+            {
+                "flavor": flavor.module_name,
+                "compiler": flavor.compiler,
+                "mpi": flavor.mpi,
+                "math": flavor.math,
+                "concretized": "yes" if cell["ok"] else "NO",
+                "built": "yes" if built else "no",
+                "tests": _tests(flavor.module_name) if built else "-",
+                "note": note,
+            }
+        )
     return table
 
 

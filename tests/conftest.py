@@ -9,10 +9,11 @@ import pytest
 
 from onestack import paths, stack
 from onestack.modules import publish
+from onestack.stack import site
 
 REPO = paths.REPO
 # Spack reads the install tree from spack.yaml's $ONESTACK_PREFIX: the site's, unless set.
-os.environ.setdefault("ONESTACK_PREFIX", str(paths.prefix()))
+os.environ["ONESTACK_PREFIX"] = str(site.prefix())
 
 
 def run_flavors(app: str = None) -> list:
@@ -56,11 +57,29 @@ def onestack(*args, env_extra=None, check=False) -> subprocess.CompletedProcess:
 def run_as(user: str, env: dict = None):
     """A submit function for onestack.problems.execute: the run script as
     another user, from a clean login environment (plus env)."""
+
     def submit(script):
         os.chmod(script, 0o755)
         clean = {"HOME": "/tmp", "PATH": "/usr/bin:/bin", "TERM": "dumb", **(env or {})}
-        proc = subprocess.run(["runuser", "-u", user, "--", "env", "-i", *(f"{k}={v}" for k, v in clean.items()),
-                               "bash", "--noprofile", "--norc", str(script)], capture_output=True, text=True,
-                              timeout=1800, cwd="/")
+        proc = subprocess.run(
+            [
+                "runuser",
+                "-u",
+                user,
+                "--",
+                "env",
+                "-i",
+                *(f"{k}={v}" for k, v in clean.items()),
+                "bash",
+                "--noprofile",
+                "--norc",
+                str(script),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            cwd="/",
+        )
         return proc.returncode, proc.stdout + proc.stderr
+
     return submit

@@ -3,6 +3,7 @@ module tree stays what it was. (Every bad-input case is checked in-process,
 in seconds, by tests/fast/test_bad_input.py; here one runs end to end.)"""
 
 from conftest import REPO, onestack
+
 from onestack import data
 from onestack.modules import publish
 from tests.fast.test_bad_input import edited_copy

@@ -19,8 +19,9 @@ from onestack.stack import cpus
 from tests.fast import dispatch_tree as tree
 from tests.fast.dispatch_tree import BELOW_BASELINE_CPU, EXIT_BELOW_BASELINE, emulated_level
 
-pytestmark = pytest.mark.skipif(not shutil.which("qemu-x86_64"),
-                                reason="qemu-x86_64 is not installed (Debian's qemu-user, setup/apt-packages.txt)")
+pytestmark = pytest.mark.skipif(
+    not shutil.which("qemu-x86_64"), reason="qemu-x86_64 is not installed (Debian's qemu-user, setup/apt-packages.txt)"
+)
 
 GENERATIONS = cpus.generations()
 PROGRAM = "level-kernel"
@@ -64,9 +65,10 @@ def test_each_generation_runs_the_build_of_its_level(generation, stack, tmp_path
     assert check.returncode == 0 and f"CPU {expected}; programs here run the {expected} build" in check.stdout
 
     chosen_under_emulation = qemu(cpu, path)
-    assert chosen_under_emulation.returncode == 0 and chosen_under_emulation.stdout == f"{chosen} ok\n", \
+    assert chosen_under_emulation.returncode == 0 and chosen_under_emulation.stdout == f"{chosen} ok\n", (
         chosen_under_emulation.stderr
-    above = BUILT_LEVELS[BUILT_LEVELS.index(chosen) + 1:]
+    )
+    above = BUILT_LEVELS[BUILT_LEVELS.index(chosen) + 1 :]
     outcome = "no higher build"
     if above:
         next_build = qemu(cpu, stack.builds[above[0]] / PROGRAM)
@@ -79,8 +81,10 @@ def test_a_cpu_below_the_baseline_is_refused_and_nothing_runs(stack, tmp_path):
     marker = tmp_path / "ran"
     refused = qemu(BELOW_BASELINE_CPU, stack.entry, marker)
     assert refused.returncode == EXIT_BELOW_BASELINE
-    assert refused.stderr == (f"onestack: {PROGRAM} cannot run on this CPU: it is x86-64 (v1), below the stack's "
-                              "baseline x86-64-v2 (it lacks CMPXCHG16B, POPCNT, SSE4.1, SSE4.2); use a node with a newer CPU\n")
+    assert refused.stderr == (
+        f"onestack: {PROGRAM} cannot run on this CPU: it is x86-64 (v1), below the stack's "
+        "baseline x86-64-v2 (it lacks CMPXCHG16B, POPCNT, SSE4.1, SSE4.2); use a node with a newer CPU\n"
+    )
     assert refused.stdout == "" and not marker.exists()
     check = qemu(BELOW_BASELINE_CPU, stack.bin / tree.CHECK_NAME)
     assert check.returncode == EXIT_BELOW_BASELINE and "below the stack's baseline x86-64-v2" in check.stderr

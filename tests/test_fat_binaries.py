@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from onestack import host, paths, problems, spack, stack
+from onestack import host, problems, spack, stack
 from onestack.modules import lmod
 from onestack.stack import cpus
 from tests.fast import dispatch_tree as tree
@@ -42,8 +42,12 @@ DISPATCH = {
 # The flavors of this run's build lists (make test: ci_build) with each
 # level build, the baseline's included, as (module, level).
 CI = os.environ.get("ONESTACK_BUILD_LIST") == "ci_build"
-LEVEL_BUILDS = [(f.module_name, level) for f in stack.load().select(ci=CI) if f.published
-                for level in [cpus.baseline_level(), *(lvl for lvl, spec in f.levels if spec in f.specs(ci=CI))]]
+LEVEL_BUILDS = [
+    (f.module_name, level)
+    for f in stack.load().select(ci=CI)
+    if f.published
+    for level in [cpus.baseline_level(), *(lvl for lvl, spec in f.levels if spec in f.specs(ci=CI))]
+]
 # The builds of flavors with several levels: one with the baseline's alone
 # runs it through its entry point everywhere (tests/test_problems.py).
 SEVERAL_LEVELS = [(m, lvl) for m, lvl in LEVEL_BUILDS if sum(m == other for other, _ in LEVEL_BUILDS) > 1]
@@ -57,8 +61,9 @@ WIDEST = {"x86-64-v2": "SSE", "x86-64-v3": "AVX2", "x86-64-v4": "AVX-512"}
 
 def widest_instructions(program: Path) -> str:
     """The widest vector instruction set in the program's own code."""
-    listing = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(program)], capture_output=True,
-                             text=True, check=True).stdout
+    listing = subprocess.run(
+        ["objdump", "-d", "--no-show-raw-insn", str(program)], capture_output=True, text=True, check=True
+    ).stdout
     return "AVX-512" if AVX512_OPERAND.search(listing) else "AVX2" if VEX_MNEMONIC.search(listing) else "SSE"
 
 
@@ -75,14 +80,19 @@ def best_level(builds: dict, generation: dict) -> str:
 
 
 @pytest.mark.parametrize("cpu", GENERATIONS, ids=[g["name"] for g in GENERATIONS])
-def test_every_flavor_runs_its_level_on_every_cpu_generation(cpu, tmp_path, init_script, live_release,
-                                                            published_flavors):
+def test_every_flavor_runs_its_level_on_every_cpu_generation(
+    cpu, tmp_path, init_script, live_release, published_flavors
+):
     for module in published_flavors:
         flavor = stack.load().flavor(module)
         problem = problems.emulation_problem(flavor.app.module)
         builds = built_levels(live_release, module)
-        chose = problems.execute(problem, problems.How(modules=(module,), env=(("ONESTACK_CPU_VERBOSE", "1"),),
-                                                       emulate=cpu["qemu"]), tmp_path / module / "entry", init_script)
+        chose = problems.execute(
+            problem,
+            problems.How(modules=(module,), env=(("ONESTACK_CPU_VERBOSE", "1"),), emulate=cpu["qemu"]),
+            tmp_path / module / "entry",
+            init_script,
+        )
         said = tree.VERBOSE_LINE.search(chose.printed)
         assert chose.exit == 0 and said, f"{module} on {cpu['qemu']}: exit {chose.exit}\n{chose.printed[-2000:]}"
         _, level, program = said.groups()
@@ -90,8 +100,12 @@ def test_every_flavor_runs_its_level_on_every_cpu_generation(cpu, tmp_path, init
         assert Path(program).parent == Path(builds[level]), said.group(0)
         # The chosen build itself, under the emulated CPU.
         verbose, marker = DISPATCH[flavor.math]
-        ran = problems.execute(problem, problems.How(modules=(module,), env=(verbose,), path=(builds[level],),
-                                                     emulate=cpu["qemu"]), tmp_path / module / "build", init_script)
+        ran = problems.execute(
+            problem,
+            problems.How(modules=(module,), env=(verbose,), path=(builds[level],), emulate=cpu["qemu"]),
+            tmp_path / module / "build",
+            init_script,
+        )
         assert ran.exit == 0, f"{module}'s {level} build on {cpu['qemu']}: exit {ran.exit}\n{ran.printed[-2000:]}"
         checks = ran.checks()
         assert all(c.passed for c in checks), "\n".join(map(str, checks))
@@ -117,17 +131,21 @@ def test_each_level_build_carries_its_levels_instructions(module, level, live_re
 
 
 @pytest.mark.parametrize("module,level", SEVERAL_LEVELS, ids=[f"{m}@{lvl}" for m, lvl in SEVERAL_LEVELS])
-def test_each_level_build_this_host_can_run_passes_its_problem_natively(module, level, live_release, init_script,
-                                                                        tmp_path):
+def test_each_level_build_this_host_can_run_passes_its_problem_natively(
+    module, level, live_release, init_script, tmp_path
+):
     if not host.runs(level):
-        pytest.skip(f"{module}'s {level} build: built, not run here: this host is x86-64-{host.level()} "
-                    f"({host.model()}); its instructions are checked by the test before")
+        pytest.skip(
+            f"{module}'s {level} build: built, not run here: this host is x86-64-{host.level()} "
+            f"({host.model()}); its instructions are checked by the test before"
+        )
     builds = built_levels(live_release, module)
     problem = problems.emulation_problem(stack.load().flavor(module).app.module)
     ran = problems.execute(problem, problems.How(modules=(module,), path=(builds[level],)), tmp_path, init_script)
     checks = ran.checks()
-    assert ran.exit == 0 and all(c.passed for c in checks), \
+    assert ran.exit == 0 and all(c.passed for c in checks), (
         f"{module}'s {level} build on this host: exit {ran.exit}\n" + "\n".join(map(str, checks)) + ran.printed[-2000:]
+    )
     print(f"{module} {level}: built and run here ({host.describe()}); {problem.case} passed")
 
 
@@ -135,8 +153,9 @@ def test_a_cpu_below_the_baseline_is_refused_before_anything_runs(tmp_path, init
     baseline = f"x86-64-{GENERATIONS[0]['x86_64_level']}"
     for module in published_flavors:
         problem = problems.emulation_problem(stack.load().flavor(module).app.module)
-        refused = problems.execute(problem, problems.How(modules=(module,), emulate=tree.BELOW_BASELINE_CPU),
-                                   tmp_path / module, init_script)
+        refused = problems.execute(
+            problem, problems.How(modules=(module,), emulate=tree.BELOW_BASELINE_CPU), tmp_path / module, init_script
+        )
         assert refused.exit == tree.EXIT_BELOW_BASELINE, f"{module}: exit {refused.exit}\n{refused.printed[-2000:]}"
         assert f"it is x86-64 (v1), below the stack's baseline {baseline}" in refused.printed, refused.printed
 
@@ -144,8 +163,10 @@ def test_a_cpu_below_the_baseline_is_refused_before_anything_runs(tmp_path, init
 def test_single_path_control_dies_with_sigill_on_older_cpus(tmp_path, init_script):
     exe = tmp_path / "avx2_only"
     subprocess.run(["gcc", "-O3", "-march=haswell", "-o", str(exe), str(PROGRAMS / "avx2_only.c")], check=True)
-    outcomes = {g["name"]: subprocess.run(["qemu-x86_64", "-cpu", g["qemu"], str(exe)], capture_output=True)
-                for g in GENERATIONS}
+    outcomes = {
+        g["name"]: subprocess.run(["qemu-x86_64", "-cpu", g["qemu"], str(exe)], capture_output=True)
+        for g in GENERATIONS
+    }
     print({name: proc.returncode for name, proc in outcomes.items()})
     assert tree.died_of_sigill(outcomes["nehalem"]) and tree.died_of_sigill(outcomes["sandybridge"])
     assert outcomes["haswell"].returncode == 0, outcomes["haswell"].stderr
@@ -178,21 +199,30 @@ def test_native_twins_die_where_their_fat_flavors_run(tmp_path, init_script, pub
         assert fat in published_flavors, f"{fat} is not published"
         root = roots[twin.spack_spec]
         if not root or not root["installed"]:
-            assert twin.app.module != "hpl", f"{twin.module_name} is not built: it is in ci_build (`make test` builds it)"
+            assert twin.app.module != "hpl", (
+                f"{twin.module_name} is not built: it is in ci_build (`make test` builds it)"
+            )
             print(f"{twin.module_name}: not built on this machine (not in ci_build): not checked")
             continue
         problem = problems.emulation_problem(twin.app.module)
         for g in GENERATIONS:
-            ran = problems.execute(problem, problems.How(modules=(fat,), emulate=g["qemu"]),
-                                   tmp_path / fat / g["qemu"], init_script)
-            assert ran.exit == 0 and all(c.passed for c in ran.checks()), \
+            ran = problems.execute(
+                problem, problems.How(modules=(fat,), emulate=g["qemu"]), tmp_path / fat / g["qemu"], init_script
+            )
+            assert ran.exit == 0 and all(c.passed for c in ran.checks()), (
                 f"{fat} on {g['qemu']}: exit {ran.exit}\n{ran.printed[-2000:]}"
-            died = problems.execute(problem, problems.How(modules=(fat,), path=(f"{root['prefix']}/bin",),
-                                                          emulate=g["qemu"]),
-                                    tmp_path / twin.module_name / g["qemu"], init_script)
+            )
+            died = problems.execute(
+                problem,
+                problems.How(modules=(fat,), path=(f"{root['prefix']}/bin",), emulate=g["qemu"]),
+                tmp_path / twin.module_name / g["qemu"],
+                init_script,
+            )
             passed = died.exit == 0 and all(c.passed for c in died.checks())
-            print(f"{g['qemu']:15} {fat}: passed; {twin.module_name} (target {root['target']}, "
-                  f"x86-64-{host_level}): exit {died.exit}{', SIGILL' if died.sigill else ''}")
+            print(
+                f"{g['qemu']:15} {fat}: passed; {twin.module_name} (target {root['target']}, "
+                f"x86-64-{host_level}): exit {died.exit}{', SIGILL' if died.sigill else ''}"
+            )
             if g["x86_64_level"] < host_level:
                 assert died.sigill, f"{twin.module_name} on {g['qemu']}: exit {died.exit}, not SIGILL"
             else:

@@ -2,6 +2,7 @@
 and a source missing from it is reported with what and where to put it."""
 
 from conftest import onestack
+
 from onestack.modules import publish
 
 
@@ -11,8 +12,11 @@ def test_every_source_of_a_rebuild_is_in_the_mirror():
 
 
 def test_missing_source_is_a_clear_error_and_publishes_nothing(tmp_path, live_release):
-    empty = {"ONESTACK_MIRROR": str(tmp_path / "mirror"), "ONESTACK_SOURCE_CACHE": str(tmp_path / "cache"),
-             "ONESTACK_QE_GIT": ""}
+    empty = {
+        "ONESTACK_MIRROR": str(tmp_path / "mirror"),
+        "ONESTACK_SOURCE_CACHE": str(tmp_path / "cache"),
+        "ONESTACK_QE_GIT": "",
+    }
     (tmp_path / "mirror").mkdir()
     proc = onestack("mirror", "--offline", "--rebuild", env_extra=empty)
     assert proc.returncode == 1

@@ -18,8 +18,10 @@ PATH_LINE = re.compile(r"MKL_VERBOSE Intel\(R\) MKL .* for Intel\(R\) 64 archite
 
 def _cpu() -> dict:
     info = Path("/proc/cpuinfo").read_text()
-    return {"vendor": re.search(r"vendor_id\s*:\s*(\S+)", info).group(1),
-            "avx2": re.search(r"^flags\s*:.*\bavx2\b", info, re.M) is not None}
+    return {
+        "vendor": re.search(r"vendor_id\s*:\s*(\S+)", info).group(1),
+        "avx2": re.search(r"^flags\s*:.*\bavx2\b", info, re.M) is not None,
+    }
 
 
 def _mkl_path(module: str, workdir: Path, init: Path, unset: tuple = ()) -> str:

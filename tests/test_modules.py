@@ -12,8 +12,9 @@ from onestack.modules import lmod, publish
 def test_tree_passes_check_module_tree_syntax(live_release):
     dirs = [live_release / "flavors", *sorted((live_release / "spack").glob("*/Core"))]
     for directory in dirs:
-        proc = subprocess.run([str(lmod.root() / "libexec" / "check_module_tree_syntax"), str(directory)],
-                              text=True, capture_output=True)
+        proc = subprocess.run(
+            [str(lmod.root() / "libexec" / "check_module_tree_syntax"), str(directory)], text=True, capture_output=True
+        )
         assert proc.returncode == 0 and "No errors found" in proc.stdout, proc.stdout + proc.stderr
 
 
@@ -21,7 +22,7 @@ def test_every_published_flavor_loads_in_a_clean_shell(init_script, published_fl
     assert published_flavors, "the live release lists no flavors"
     package = {f.module_name: f.app.package for f in stack.load().flavors}
     for module in published_flavors:
-        proc = lmod.clean_shell(init_script, f"module load {module}\nmodule -t list 2>&1\necho \"$PATH\"")
+        proc = lmod.clean_shell(init_script, f'module load {module}\nmodule -t list 2>&1\necho "$PATH"')
         assert proc.returncode == 0, proc.stderr
         assert module in proc.stdout + proc.stderr
         # The application's own install prefix is on PATH (e.g. .../quantum-espresso-6.7.0-<hash>/bin).
@@ -53,14 +54,19 @@ def test_spider_lists_every_flavor_with_its_description(init_script, published_f
 def test_whatis_and_help_say_what_the_flavor_is_and_how_to_run_it(init_script):
     proc = lmod.clean_shell(init_script, "module whatis qe/openblas-mpich 2>&1\nmodule help qe/openblas-mpich 2>&1")
     out = proc.stdout
-    for fact in ("Compiler: gcc@12.2.0", "MPI: mpich@4.0.2", "blas=openblas@", "scalapack=netlib-scalapack@",
-                 "mpirun -n <ranks> pw.x", "HYDRA_BINDING"):
+    for fact in (
+        "Compiler: gcc@12.2.0",
+        "MPI: mpich@4.0.2",
+        "blas=openblas@",
+        "scalapack=netlib-scalapack@",
+        "mpirun -n <ranks> pw.x",
+        "HYDRA_BINDING",
+    ):
         assert fact in out, f"{fact!r} missing from whatis/help:\n{out}"
 
 
 def test_two_mpis_are_never_loaded_together(init_script):
-    refused = lmod.clean_shell(init_script, "export LMOD_AUTO_SWAP=no\n"
-                                            "module load mpich\nmodule load intel-oneapi-mpi")
+    refused = lmod.clean_shell(init_script, "export LMOD_AUTO_SWAP=no\nmodule load mpich\nmodule load intel-oneapi-mpi")
     assert refused.returncode != 0
     assert "mpi" in refused.stderr.lower()
     swapped = lmod.clean_shell(init_script, "module load mpich\nmodule load intel-oneapi-mpi\nmodule -t list 2>&1")
@@ -74,8 +80,9 @@ def test_swapping_the_mpi_never_leaves_the_other_mpis_build(init_script, publish
     Lmod reloads the same application module of Intel MPI's branch (the
     qe/openblas-impi build) where it is published, and deactivates it where not."""
     swap = "module swap mpich intel-oneapi-mpi 2>&1\n"
-    proc = lmod.clean_shell(init_script, f"module load qe/openblas-mpich\n{swap}"
-                                         "echo \"pw.x: $(command -v pw.x || echo gone)\"")
+    proc = lmod.clean_shell(
+        init_script, f'module load qe/openblas-mpich\n{swap}echo "pw.x: $(command -v pw.x || echo gone)"'
+    )
     pw = proc.stdout.split("pw.x: ")[-1].strip()
     if "qe/openblas-impi" in published_flavors:
         impi = lmod.clean_shell(init_script, "module load qe/openblas-impi\ncommand -v pw.x")
@@ -87,8 +94,7 @@ def test_swapping_the_mpi_never_leaves_the_other_mpis_build(init_script, publish
 
 
 def test_published_release_is_read_only(live_release):
-    writable = [p for p in live_release.rglob("*") if not p.is_symlink() and p.stat().st_mode & 0o222
-                and p.is_file()]
+    writable = [p for p in live_release.rglob("*") if not p.is_symlink() and p.stat().st_mode & 0o222 and p.is_file()]
     assert not writable, writable[:5]
 
 
@@ -99,8 +105,10 @@ def test_loading_a_second_flavor_replaces_the_first(init_script, published_flavo
     first = qe[0] if qe else None
     second = next((m for m in qe if _math(m) != _math(first)), None)
     assert second, f"needs two published QE flavors of different math libraries, has {qe}"
-    proc = lmod.clean_shell(init_script, f"module load {first}\nmodule load {second} 2>&1\n"
-                                         "echo ==loaded==\nmodule -t list 2>&1\ncommand -v pw.x")
+    proc = lmod.clean_shell(
+        init_script,
+        f"module load {first}\nmodule load {second} 2>&1\necho ==loaded==\nmodule -t list 2>&1\ncommand -v pw.x",
+    )
     assert proc.returncode == 0, proc.stderr
     listed = proc.stdout.split("==loaded==")[1]
     assert second in listed and first not in listed, listed

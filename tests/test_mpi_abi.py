@@ -43,16 +43,26 @@ def test_problem_passes_on_intel_mpi_runtime(mpi, init_script, published_flavors
     """The seed's promise: a build with another member of the family (MVAPICH2,
     for InfiniBand clusters) runs on a desktop with Intel MPI's runtime."""
     flavors = stack.load().flavors
-    found = next(((f.module_name, app, case) for app, case in SWAP_CASES for f in flavors
-                  if f.app.module == app and f.mpi == mpi and f.module_name in published_flavors), None)
+    found = next(
+        (
+            (f.module_name, app, case)
+            for app, case in SWAP_CASES
+            for f in flavors
+            if f.app.module == app and f.mpi == mpi and f.module_name in published_flavors
+        ),
+        None,
+    )
     if found is None:
         pytest.skip(f"no qe or hpl flavor built with {mpi} is published here (`make stack` builds them)")
     module, app, case = found
     # I_MPI_DEBUG makes Intel MPI name itself at start-up: proof of which MPI
     # ran (an RPATH to the build's own MPI would keep it, silently).
-    checks = problems.run(problems.load(app)[case],
-                          problems.How(modules=(module, "mpi-runtime/impi"), env=(("I_MPI_DEBUG", "4"),)),
-                          tmp_path, init_script)
+    checks = problems.run(
+        problems.load(app)[case],
+        problems.How(modules=(module, "mpi-runtime/impi"), env=(("I_MPI_DEBUG", "4"),)),
+        tmp_path,
+        init_script,
+    )
     assert all(c.passed for c in checks), "\n".join(map(str, checks))
     assert "Intel(R) MPI Library, Version 2021.18.1" in (tmp_path / "output.txt").read_text()
 
@@ -79,16 +89,20 @@ def test_missing_pmi_library_is_named_with_its_fix(init_script, tmp_path):
     stub = tmp_path / "pmi"
     stub.mkdir()
     (stub / "pmi.c").write_text("int PMI_Init(int *spawned) { *spawned = 0; return 0; }\n")
-    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libpmi.so.0", "-o", str(stub / "libpmi.so.0"),
-                    str(stub / "pmi.c")], check=True)
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-Wl,-soname,libpmi.so.0", "-o", str(stub / "libpmi.so.0"), str(stub / "pmi.c")],
+        check=True,
+    )
     (stub / "libpmi.so").symlink_to("libpmi.so.0")
     exe = _build(tmp_path, "needs_pmi.c", "gcc", f"-L{stub}", "-lpmi")
     proc = lmod.clean_shell(init_script, f"module load {FLAVOR} mpi-runtime/impi\nmpirun -n 2 {exe}")
     assert proc.returncode == 127
     assert "needs libpmi.so.0, which is not found" in proc.stderr
     assert "scheduler's PMI library" in proc.stderr
-    fixed = lmod.clean_shell(init_script, f"module load {FLAVOR} mpi-runtime/impi\n"
-                                          f"export LD_LIBRARY_PATH={stub}:$LD_LIBRARY_PATH\nmpirun -n 2 {exe}")
+    fixed = lmod.clean_shell(
+        init_script,
+        f"module load {FLAVOR} mpi-runtime/impi\nexport LD_LIBRARY_PATH={stub}:$LD_LIBRARY_PATH\nmpirun -n 2 {exe}",
+    )
     assert fixed.returncode == 0, fixed.stderr
 
 
@@ -103,8 +117,9 @@ def test_every_flavor_links_the_mpi_it_names(init_script, published_flavors):
     started N one-rank jobs."""
     programs = {f.module_name: f.app.program for f in stack.load().flavors}
     for module in published_flavors:
-        proc = lmod.clean_shell(init_script, f'module load {module}\necho "$ONESTACK_MPI_ABI"\n'
-                                             f'command -v {programs[module]}')
+        proc = lmod.clean_shell(
+            init_script, f'module load {module}\necho "$ONESTACK_MPI_ABI"\ncommand -v {programs[module]}'
+        )
         assert proc.returncode == 0, proc.stderr
         abi, entry = proc.stdout.split("\n")[:2]
         # The entry point is the flavor's own (Debian's lmp and pw.x are the report's baselines).
@@ -113,8 +128,9 @@ def test_every_flavor_links_the_mpi_it_names(init_script, published_flavors):
             program = build / programs[module]
             assert program.parent.is_relative_to(paths.prefix()), f"{module}: a build outside the stack: {build}"
             linked = _mpi_libraries(subprocess.run(["ldd", str(program)], text=True, capture_output=True).stdout)
-            assert linked and set(linked) <= set(FAMILY_LIBRARIES[abi]), \
+            assert linked and set(linked) <= set(FAMILY_LIBRARIES[abi]), (
                 f"{module} ({abi} ABI): {program} links {sorted(linked) or 'no MPI library'}"
+            )
             # One MPI in the process: Debian's MPICH-family ScaLAPACK once loaded
             # MPICH's libmpich.so.12 beside Intel MPI's or MVAPICH2's libmpi.so.12.
             files = {Path(target).resolve() for target in linked.values()}
@@ -123,8 +139,11 @@ def test_every_flavor_links_the_mpi_it_names(init_script, published_flavors):
 
 def _level_builds(table: Path) -> list:
     """The bin folders of a dispatch table (levels.conf)."""
-    return [Path(line.split(" ", 1)[1]) for line in table.read_text().splitlines()
-            if line.strip() and not line.startswith("#")]
+    return [
+        Path(line.split(" ", 1)[1])
+        for line in table.read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
 
 
 def _mpi_libraries(ldd: str) -> dict:

@@ -11,8 +11,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from conftest import run_as
+
 from onestack import paths, problems
 
 USER = "onestack-user"  # made here: an account with no rights but its own
@@ -43,8 +43,9 @@ def test_another_user_runs_a_published_flavor(user, init_script, published_flavo
     workdir = open_folder / "run"
     workdir.mkdir()
     workdir.chmod(0o777)
-    outcome = problems.execute(problems.load("hpl")["hpl"], problems.How(modules=(module,)), workdir, init_script,
-                               submit=run_as(user))
+    outcome = problems.execute(
+        problems.load("hpl")["hpl"], problems.How(modules=(module,)), workdir, init_script, submit=run_as(user)
+    )
     assert not outcome.failure(), outcome.failure()
     assert all(c.passed for c in outcome.checks())
 
@@ -52,9 +53,11 @@ def test_another_user_runs_a_published_flavor(user, init_script, published_flavo
 def test_another_user_can_change_nothing_of_the_tree(user, live_release):
     software = next((paths.prefix() / "software").rglob("bin"))
     for target in (live_release, live_release / "flavors", software):
-        proc = subprocess.run(["runuser", "-u", user, "--", "touch", str(target / "onestack-test-write")],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            ["runuser", "-u", user, "--", "touch", str(target / "onestack-test-write")], capture_output=True, text=True
+        )
         assert proc.returncode != 0 and "Permission denied" in proc.stderr, f"{user} could write into {target}"
-    writable = [p for p in [*live_release.rglob("*"), *software.iterdir()]
-                if not p.is_symlink() and p.stat().st_mode & 0o022]
+    writable = [
+        p for p in [*live_release.rglob("*"), *software.iterdir()] if not p.is_symlink() and p.stat().st_mode & 0o022
+    ]
     assert not writable, f"writable by group or others: {writable[:5]}"

@@ -37,12 +37,16 @@ def project(tmp_path_factory) -> Path:
     """A copy of this checkout, as a runner clones it (gitlab-ci-local needs
     an `origin` remote), with nothing generated in it yet."""
     copy = tmp_path_factory.mktemp("pipeline") / "onestack"
-    shutil.copytree(paths.REPO, copy, ignore=shutil.ignore_patterns(".generated", ".gitlab-ci-local", "spack.lock",
-                                                                     "__pycache__", ".spack-env"))
+    shutil.copytree(
+        paths.REPO,
+        copy,
+        ignore=shutil.ignore_patterns(".generated", ".gitlab-ci-local", "spack.lock", "__pycache__", ".spack-env"),
+    )
     subprocess.run(["git", "-C", str(copy), "checkout", "-q", "-B", "main"], check=True)
     subprocess.run(["git", "-C", str(copy), "remote", "remove", "origin"], capture_output=True)
-    subprocess.run(["git", "-C", str(copy), "remote", "add", "origin", "git@gitlab.invalid:hpc/onestack.git"],
-                   check=True)
+    subprocess.run(
+        ["git", "-C", str(copy), "remote", "add", "origin", "git@gitlab.invalid:hpc/onestack.git"], check=True
+    )
     return copy
 
 
@@ -60,8 +64,16 @@ def test_fast_audit_and_concretize_stages_pass(project):
     # below) for the flavor the jobs below build and test: FLAVORS, as a site
     # sets it for a merge request, spares solving every flavor again in this
     # fresh copy (minutes on 2 cores); `make flavors` still shows them all.
-    proc = gitlab_ci_local(project, "--variable", "FULL_REBUILD=1", "--variable", f"FLAVORS={TEST_FLAVOR}",
-                           "fast-tier", "audit", "concretize")
+    proc = gitlab_ci_local(
+        project,
+        "--variable",
+        "FULL_REBUILD=1",
+        "--variable",
+        f"FLAVORS={TEST_FLAVOR}",
+        "fast-tier",
+        "audit",
+        "concretize",
+    )
     assert proc.returncode == 0
     assert " PASS  fast-tier" in proc.stdout
     assert "audit: .gitlab-ci.yml valid" in proc.stdout
@@ -71,8 +83,11 @@ def test_fast_audit_and_concretize_stages_pass(project):
 
 def test_one_build_job_of_the_spack_child_pipeline(project):
     child = project / ".generated" / "ci" / "build-pipeline.yml"
-    jobs = [name for name, job in yaml.safe_load(child.read_text()).items()
-            if isinstance(job, dict) and name.startswith("hpcc")]
+    jobs = [
+        name
+        for name, job in yaml.safe_load(child.read_text()).items()
+        if isinstance(job, dict) and name.startswith("hpcc")
+    ]
     assert jobs, f"no hpcc build job in {child.name}"
     proc = gitlab_ci_local(project, "--file", ".generated/ci/build-pipeline.yml", jobs[0])
     assert proc.returncode == 0

@@ -4,8 +4,8 @@ checked quantity must match the published reference within tolerance.
 One test per flavor and case: each fails by its name."""
 
 import pytest
-
 from conftest import require_published, run_flavors
+
 from onestack import problems, status
 
 CASES = [(f.module_name, case) for f in run_flavors() for case in sorted(problems.load(f.app.module))]

@@ -9,8 +9,8 @@ import subprocess
 import time
 
 import pytest
-
 from conftest import REPO, onestack
+
 from onestack.modules import lmod
 
 
@@ -41,9 +41,13 @@ def test_killed_publish_leaves_the_live_tree_loadable(modules_root):
     onestack("publish", env_extra=modules_root, check=True)
     live = _current(modules_root)
     releases = os.path.join(modules_root["ONESTACK_MODULES"], "releases")
-    proc = subprocess.Popen([str(REPO / "bin" / "onestack"), "publish", "--force"],
-                            env={**os.environ, **modules_root}, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [str(REPO / "bin" / "onestack"), "publish", "--force"],
+        env={**os.environ, **modules_root},
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 60
     while len(os.listdir(releases)) < 2 and time.time() < deadline:  # the new release has begun
         time.sleep(0.05)

@@ -7,6 +7,7 @@ import json
 from html import unescape
 
 from conftest import onestack
+
 from onestack import report
 from onestack.cluster import pingpong
 from onestack.report import peak
@@ -23,7 +24,9 @@ def test_reduced_report_measures_every_published_flavor(published_flavors):
     reference = [r for r in measured.values() if r["kind"] == "reference"]
     assert reference and reference[0]["figures"]["hpl_gflops"]["median"] > 0, "the Netlib baseline was not measured"
     measured_peak = results["peak"]
-    assert len(measured_peak["samples"]) == 2 * peak.SAMPLES and measured_peak["gflops"] == max(measured_peak["samples"])
+    assert len(measured_peak["samples"]) == 2 * peak.SAMPLES and measured_peak["gflops"] == max(
+        measured_peak["samples"]
+    )
     html = (out / "index.html").read_text()
     for a in results["apps"]:
         for case in a["cases"].values():

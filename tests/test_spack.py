@@ -5,19 +5,23 @@ import json
 import subprocess
 
 import pytest
-
 from conftest import REPO
+
 from onestack import paths, spack, stack, status
 
 SITE_PACKAGES = sorted(
-    p.name.replace("_", "-") for p in (REPO / "packages" / "spack_repo" / "onestack" / "packages").iterdir()
+    p.name.replace("_", "-")
+    for p in (REPO / "packages" / "spack_repo" / "onestack" / "packages").iterdir()
     if (p / "package.py").is_file()
 )
 
 
 def test_site_recipes_pass_spack_audit():
-    proc = subprocess.run([str(paths.spack_root() / "bin" / "spack"), "-e", str(REPO), "audit", "packages",
-                           *SITE_PACKAGES], text=True, capture_output=True)
+    proc = subprocess.run(
+        [str(paths.spack_root() / "bin" / "spack"), "-e", str(REPO), "audit", "packages", *SITE_PACKAGES],
+        text=True,
+        capture_output=True,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "issues found" not in proc.stdout, proc.stdout
 
@@ -38,18 +42,22 @@ REFUSED = {
     "hpl-netlib-reference-blas": ("hpcc@1.5.0 ^[virtuals=blas] netlib-lapack", "refused for production HPL"),
     "mkl-openmpi-blacs-with-mpich": (
         f"{QE} ^[virtuals=mpi] mpich ^[virtuals=blas,lapack,scalapack,fftw-api] intel-oneapi-mkl mpi_family=openmpi",
-        "needs the BLACS of the mpich family"),
+        "needs the BLACS of the mpich family",
+    ),
     "openmpi-with-the-mpich-scalapack": (
         f"{QE} ^[virtuals=mpi] openmpi ^[virtuals=blas,lapack] openblas "
         "^[virtuals=scalapack] netlib-scalapack mpi_family=mpich",
-        "must be the OS's Open MPI build"),
+        "must be the OS's Open MPI build",
+    ),
     "intel-mpi-with-the-os-mpich-scalapack": (
         f"{QE} ^[virtuals=mpi] intel-oneapi-mpi ^[virtuals=blas,lapack] openblas "
         "^[virtuals=scalapack] netlib-scalapack mpi_family=mpich",
-        "a second MPI beside intel-oneapi-mpi"),
+        "a second MPI beside intel-oneapi-mpi",
+    ),
     "mkl-intel-fortran-layer-with-gcc": (
         f"{QE} %gcc ^[virtuals=mpi] mpich ^[virtuals=blas,lapack,scalapack,fftw-api] intel-oneapi-mkl ~gfortran",
-        "GNU Fortran interface layer"),
+        "GNU Fortran interface layer",
+    ),
 }
 
 
@@ -74,14 +82,19 @@ def test_wrong_library_choice_is_refused_with_its_reason(refusals, case):
 def test_open_mpi_flavors_get_open_mpis_wrappers(tmp_path):
     """Debian's plain mpif90 is MPICH's (pinned): an Open MPI flavor must be
     handed mpif90.openmpi, or it would silently be built against MPICH."""
-    code = ("import spack.concretize, spack.spec\n"
-            "s = spack.concretize.concretize_one(spack.spec.Spec('openmpi'))\n"
-            "s.package.setup_dependent_package(None, s)\n"
-            "print('WRAPPERS', s.external, s.mpicc, s.mpifc)")
+    code = (
+        "import spack.concretize, spack.spec\n"
+        "s = spack.concretize.concretize_one(spack.spec.Spec('openmpi'))\n"
+        "s.package.setup_dependent_package(None, s)\n"
+        "print('WRAPPERS', s.external, s.mpicc, s.mpifc)"
+    )
     script = tmp_path / "wrappers.py"
     script.write_text(code)
-    proc = subprocess.run([str(paths.spack_root() / "bin" / "spack"), "-e", str(REPO), "python", str(script)],
-                          text=True, capture_output=True)
+    proc = subprocess.run(
+        [str(paths.spack_root() / "bin" / "spack"), "-e", str(REPO), "python", str(script)],
+        text=True,
+        capture_output=True,
+    )
     assert proc.returncode == 0, proc.stderr
-    line = next(l for l in proc.stdout.splitlines() if l.startswith("WRAPPERS"))
+    line = next(out for out in proc.stdout.splitlines() if out.startswith("WRAPPERS"))
     assert line == "WRAPPERS True /usr/bin/mpicc.openmpi /usr/bin/mpif90.openmpi", line

@@ -24,15 +24,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional
 
-from onestack.cluster import config, network, processes, slurm, state
+from onestack.cluster import network, processes, slurm, state
 from onestack.cluster.config import ClusterError, Config
 from onestack.cluster.network import Counters
 from onestack.cluster.slurm import Job
 
 # Tools the cluster runs, and the Debian package of each (setup/apt-packages.txt).
-TOOLS = {"ip": "iproute2", "nsenter": "util-linux", "unshare": "util-linux", "munged": "munge",
-         "slurmctld": "slurmctld", "slurmd": "slurmd", "sinfo": "slurm-client",
-         "lstopo-no-graphics": "hwloc-nox"}
+TOOLS = {
+    "ip": "iproute2",
+    "nsenter": "util-linux",
+    "unshare": "util-linux",
+    "munged": "munge",
+    "slurmctld": "slurmctld",
+    "slurmd": "slurmd",
+    "sinfo": "slurm-client",
+    "lstopo-no-graphics": "hwloc-nox",
+}
 MARKER = ".onestack-cluster"  # a folder with it was made by `up`: `up` may empty it
 UP_TIMEOUT = 60  # seconds for the nodes to register once their slurmd runs
 
@@ -40,6 +47,7 @@ UP_TIMEOUT = 60  # seconds for the nodes to register once their slurmd runs
 @dataclass
 class Cluster:
     """A running virtual cluster: what tests and the stack's tools use."""
+
     config: Config
 
     def command(self, *argv: str, timeout: float = 60, env: Optional[dict] = None):
@@ -66,11 +74,14 @@ class Cluster:
         when Slurm says COMPLETED) and its output. The time limit also ends a
         job that Debian's MPICH leaves hanging in MPI_Finalize across nodes
         (cluster/README.md)."""
+
         def submit(script: Path):
-            job = self.run_job(script, f"--nodes={nodes}", f"--ntasks={ranks}", f"--time={minutes}",
-                               timeout=minutes * 60 + 120)
+            job = self.run_job(
+                script, f"--nodes={nodes}", f"--ntasks={ranks}", f"--time={minutes}", timeout=minutes * 60 + 120
+            )
             code = 0 if job.state == "COMPLETED" else int(job.exit_code.split(":")[0]) or 1
             return code, job.output + ("" if code == 0 else f"\n(job {job.id}: {job.state} {job.reason})")
+
         return submit
 
     def node_states(self) -> Dict[str, str]:
@@ -116,8 +127,7 @@ class Cluster:
 
 def _require_root() -> None:
     if os.geteuid() != 0:
-        raise ClusterError("the virtual cluster needs root (network namespaces, bridge, bind mounts): "
-                           "run it as root")
+        raise ClusterError("the virtual cluster needs root (network namespaces, bridge, bind mounts): run it as root")
 
 
 def _require_tools() -> None:
@@ -130,8 +140,9 @@ def leftovers(config: Config) -> List[str]:
     """What exists of the cluster: namespaces, interfaces, processes, its record."""
     found = [f"namespace {name}" for name in network.namespaces(config.prefix)]
     found += [f"interface {name}" for name in network.links(config.prefix)]
-    found += [f"process {pid} ({processes.command_name(pid)})"
-              for pid in processes.of_cluster(config.prefix, config.workdir)]
+    found += [
+        f"process {pid} ({processes.command_name(pid)})" for pid in processes.of_cluster(config.prefix, config.workdir)
+    ]
     if state.exists(config.workdir):
         found.append(f"record {config.workdir / state.STATE_FILE}")
     return found
@@ -142,8 +153,10 @@ def _fresh_workdir(config: Config) -> None:
     workdir = config.workdir
     if workdir.exists():
         if not (workdir / MARKER).exists():
-            raise ClusterError(f"{workdir} exists and was not made by onestack's cluster: move it away, "
-                               f"or set ONESTACK_CLUSTER_DIR to another folder")
+            raise ClusterError(
+                f"{workdir} exists and was not made by onestack's cluster: move it away, "
+                f"or set ONESTACK_CLUSTER_DIR to another folder"
+            )
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
     (workdir / MARKER).touch()
@@ -156,8 +169,10 @@ def up(config: Config) -> Cluster:
     _require_tools()
     found = leftovers(config)
     if found:
-        raise ClusterError(f"cluster {config.prefix} is running or left over ({'; '.join(found)}): "
-                           f"run `make cluster-down` (python -m onestack.cluster down) first")
+        raise ClusterError(
+            f"cluster {config.prefix} is running or left over ({'; '.join(found)}): "
+            f"run `make cluster-down` (python -m onestack.cluster down) first"
+        )
     network.check_subnet_free(config)
     _fresh_workdir(config)
     state.start(config.workdir, config.prefix)
@@ -219,8 +234,9 @@ def down(config: Config) -> List[str]:
 def attach(config: Config) -> Cluster:
     """The cluster `up` started earlier (another process, e.g. `make cluster`)."""
     if not state.exists(config.workdir):
-        raise ClusterError(f"cluster {config.prefix} is not up (no {config.workdir / state.STATE_FILE}): "
-                           f"run `make cluster`")
+        raise ClusterError(
+            f"cluster {config.prefix} is not up (no {config.workdir / state.STATE_FILE}): run `make cluster`"
+        )
     return Cluster(config)
 
 
@@ -233,4 +249,3 @@ def running(config: Config) -> Iterator[Cluster]:
         yield started
     finally:
         down(config)
-

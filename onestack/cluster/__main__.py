@@ -14,8 +14,10 @@ from onestack.paths import SetupError
 def cmd_up(conf: config.Config) -> None:
     start = time.monotonic()
     running = cluster.up(conf)
-    print(f"==> cluster {conf.prefix} up in {time.monotonic() - start:.1f} s: "
-          f"{', '.join(f'{n}={s}' for n, s in running.node_states().items())}")
+    print(
+        f"==> cluster {conf.prefix} up in {time.monotonic() - start:.1f} s: "
+        f"{', '.join(f'{n}={s}' for n, s in running.node_states().items())}"
+    )
     print(f"To use it:\n  source {conf.env_file}   # `make -s cluster-env` prints this path\n  sinfo")
 
 
@@ -27,8 +29,10 @@ def cmd_env(conf: config.Config) -> None:
 def cmd_down(conf: config.Config) -> None:
     start = time.monotonic()
     removed = cluster.down(conf)
-    print(f"==> cluster {conf.prefix} down in {time.monotonic() - start:.1f} s "
-          f"({len(removed)} removed{': ' + '; '.join(removed) if removed else ''})")
+    print(
+        f"==> cluster {conf.prefix} down in {time.monotonic() - start:.1f} s "
+        f"({len(removed)} removed{': ' + '; '.join(removed) if removed else ''})"
+    )
 
 
 def cmd_status(conf: config.Config) -> None:
@@ -51,8 +55,12 @@ COMMANDS = {"up": cmd_up, "env": cmd_env, "down": cmd_down, "status": cmd_status
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m onestack.cluster", description=__doc__)
     parser.add_argument("command", choices=COMMANDS)
-    parser.add_argument("--config", type=Path, default=config.DEFAULT_FILE,
-                        help="the cluster's description (default: cluster/cluster.yaml)")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=config.DEFAULT_FILE,
+        help="the cluster's description (default: cluster/cluster.yaml)",
+    )
     args = parser.parse_args(argv)
     try:
         COMMANDS[args.command](config.load(args.config))

@@ -100,8 +100,10 @@ def load(file: Path = DEFAULT_FILE, **overrides) -> Config:
 
 def _prefix(file: Path, value) -> str:
     if not isinstance(value, str) or not PREFIX_PATTERN.fullmatch(value):
-        raise ClusterError(f"{file}: prefix: {value!r} must be 2-8 lowercase letters or digits, starting with a "
-                           f"letter (it starts every interface name, at most 15 characters), e.g. oscl")
+        raise ClusterError(
+            f"{file}: prefix: {value!r} must be 2-8 lowercase letters or digits, starting with a "
+            f"letter (it starts every interface name, at most 15 characters), e.g. oscl"
+        )
     return value
 
 
@@ -111,24 +113,29 @@ def _subnet(file: Path, value) -> ipaddress.IPv4Network:
     except ValueError:
         raise ClusterError(f"{file}: subnet: {value!r} is not an IPv4 network, e.g. 10.213.0.0/24") from None
     if not subnet.is_private:
-        raise ClusterError(f"{file}: subnet: {subnet} is not a private network (RFC 1918), e.g. 10.213.0.0/24: "
-                           f"the cluster must never take an address of the outside world")
+        raise ClusterError(
+            f"{file}: subnet: {subnet} is not a private network (RFC 1918), e.g. 10.213.0.0/24: "
+            f"the cluster must never take an address of the outside world"
+        )
     return subnet
 
 
 def _node_count(file: Path, value, subnet: ipaddress.IPv4Network) -> int:
     fits = min(MAX_NODES, subnet.num_addresses - 3)  # network, broadcast, controller
     if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= fits:
-        raise ClusterError(f"{file}: nodes: {value!r} must be a whole number from 1 to {fits} "
-                           f"(what subnet {subnet} holds beside the controller, at most {MAX_NODES})")
+        raise ClusterError(
+            f"{file}: nodes: {value!r} must be a whole number from 1 to {fits} "
+            f"(what subnet {subnet} holds beside the controller, at most {MAX_NODES})"
+        )
     return value
 
 
 def _workdir(prefix: str) -> Path:
     workdir = clusters_dir().absolute() / prefix
     if not SAFE_PATH.fullmatch(str(workdir)) or len(str(workdir)) > MAX_WORKDIR_LENGTH:
-        raise ClusterError(f"the cluster folder {workdir} must be a path of at most {MAX_WORKDIR_LENGTH} "
-                           f"characters of letters, digits and ._/+- (it lands unquoted in slurm.conf, "
-                           f"and MUNGE's socket lives in it): set ONESTACK_CLUSTER_DIR to such a folder")
+        raise ClusterError(
+            f"the cluster folder {workdir} must be a path of at most {MAX_WORKDIR_LENGTH} "
+            f"characters of letters, digits and ._/+- (it lands unquoted in slurm.conf, "
+            f"and MUNGE's socket lives in it): set ONESTACK_CLUSTER_DIR to such a folder"
+        )
     return workdir
-

@@ -45,8 +45,10 @@ def check_subnet_free(config: Config) -> None:
             continue
         network = ipaddress.ip_network(route["dst"], strict=False)
         if network.overlaps(config.subnet):
-            raise ClusterError(f"{config.file}: subnet: {config.subnet} overlaps {network}, a network this "
-                               f"machine routes (dev {route.get('dev')}): choose another private subnet")
+            raise ClusterError(
+                f"{config.file}: subnet: {config.subnet} overlaps {network}, a network this "
+                f"machine routes (dev {route.get('dev')}): choose another private subnet"
+            )
 
 
 def make_bridge(config: Config) -> None:
@@ -76,8 +78,7 @@ def make_link(config: Config, node: Node) -> None:
 def in_node(node: Node, *argv: str, timeout: float = 30) -> subprocess.CompletedProcess:
     """A command in the node's network namespace (with that namespace's /sys),
     for checks and set-up; jobs run under the node's slurmd instead."""
-    return subprocess.run(["ip", "netns", "exec", node.name, *argv], text=True, capture_output=True,
-                          timeout=timeout)
+    return subprocess.run(["ip", "netns", "exec", node.name, *argv], text=True, capture_output=True, timeout=timeout)
 
 
 def _check(proc: subprocess.CompletedProcess) -> None:
@@ -139,8 +140,11 @@ def link_exists(name: str) -> bool:
 
 
 def veths(prefix: str) -> List[str]:
-    return sorted(entry["ifname"] for entry in _ip_json("link", "show", "type", "veth")
-                  if entry["ifname"].startswith(f"{prefix}-"))
+    return sorted(
+        entry["ifname"]
+        for entry in _ip_json("link", "show", "type", "veth")
+        if entry["ifname"].startswith(f"{prefix}-")
+    )
 
 
 def wait_until_gone(names: List[str], timeout: float) -> None:

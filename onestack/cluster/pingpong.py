@@ -30,13 +30,15 @@ RUN_TIMEOUT = 180
 # in finalize's PMI barrier and no longer answers. Upstream removed that
 # barrier (pmodels/mpich#6596, MPICH 4.2). Seen here in 2-10% of 2-node runs;
 # the time limit ends such a run, and the figures it printed before still count.
-FINALIZE_HANG = ("hung in MPI_Finalize after its output, ended by the time limit "
-                 "(MPICH 4.0.2 ch4:ucx over TCP: pmodels/mpich#6596)")
+FINALIZE_HANG = (
+    "hung in MPI_Finalize after its output, ended by the time limit (MPICH 4.0.2 ch4:ucx over TCP: pmodels/mpich#6596)"
+)
 
 
 @dataclass(frozen=True)
 class Mpi:
     """An MPI as the benchmark builds and starts it."""
+
     name: str
     mpicc: str  # its compiler wrapper (a name on PATH or a path)
     srun_mpi: str  # srun's PMI plugin for it: pmi2 (MPICH family), pmix (Open MPI)
@@ -57,11 +59,25 @@ OPENMPI_AS_ROOT = (("OMPI_ALLOW_RUN_AS_ROOT", "1"), ("OMPI_ALLOW_RUN_AS_ROOT_CON
 DEBIAN_MPIS = (
     # Debian's MPICH 4.0.2 is ch4:ucx (mpichversion); UCX logs each endpoint's
     # transports at info level ("ep_cfg[1]: tag(tcp/eth0) ...").
-    Mpi("mpich", "mpicc.mpich", "pmi2", (), (("UCX_LOG_LEVEL", "info"),),
-        r"ep_cfg\[\d+\]: tag\(((?:(?!self/)[^)])*)\)", ("sysv/memory", "posix/memory", "cma/memory")),
+    Mpi(
+        "mpich",
+        "mpicc.mpich",
+        "pmi2",
+        (),
+        (("UCX_LOG_LEVEL", "info"),),
+        r"ep_cfg\[\d+\]: tag\(((?:(?!self/)[^)])*)\)",
+        ("sysv/memory", "posix/memory", "cma/memory"),
+    ),
     # Open MPI 4.1.4 (ob1): the BTL module chosen for each peer.
-    Mpi("openmpi", "mpicc.openmpi", "pmix", OPENMPI_AS_ROOT, (("OMPI_MCA_btl_base_verbose", "100"),),
-        r"Using (\w+) btl for send to .* on node", ("vader",)),
+    Mpi(
+        "openmpi",
+        "mpicc.openmpi",
+        "pmix",
+        OPENMPI_AS_ROOT,
+        (("OMPI_MCA_btl_base_verbose", "100"),),
+        r"Using (\w+) btl for send to .* on node",
+        ("vader",),
+    ),
 )
 
 
@@ -73,11 +89,20 @@ def intel_mpi() -> Mpi:
     prepend = dict(layout["prepend"])
     runtime = next(r for r in stack.load().runtimes if r.name == "impi")
     settings = {s.name: s.value for s in runtime.env}
-    env = (*layout["set"], ("LD_LIBRARY_PATH", prepend["LD_LIBRARY_PATH"]),
-           *((k, v) for k, v in settings.items() if k != "SLURM_MPI_TYPE"))
-    return Mpi("impi", f"{prepend['PATH']}/mpicc", settings["SLURM_MPI_TYPE"], env, (("I_MPI_DEBUG", "5"),),
-               r"libfabric provider: (\S+)",
-               transport_note="names only its OFI provider; within a node, I_MPI_FABRICS=shm:ofi takes shared memory")
+    env = (
+        *layout["set"],
+        ("LD_LIBRARY_PATH", prepend["LD_LIBRARY_PATH"]),
+        *((k, v) for k, v in settings.items() if k != "SLURM_MPI_TYPE"),
+    )
+    return Mpi(
+        "impi",
+        f"{prepend['PATH']}/mpicc",
+        settings["SLURM_MPI_TYPE"],
+        env,
+        (("I_MPI_DEBUG", "5"),),
+        r"libfabric provider: (\S+)",
+        transport_note="names only its OFI provider; within a node, I_MPI_FABRICS=shm:ofi takes shared memory",
+    )
 
 
 def mvapich2() -> Optional[Mpi]:
@@ -91,9 +116,16 @@ def mvapich2() -> Optional[Mpi]:
     prefix = spack.query("installed_prefix", json.dumps([spec]))[spec]
     if prefix is None:
         return None
-    return Mpi("mvapich2", f"{prefix}/bin/mpicc", "pmi2", (), (), r"(?!)",
-               transport_note="ch3:nemesis prints no transport: shared memory within a node, its TCP netmod "
-                              "between (the build's only one); the latency ratio shows the first")
+    return Mpi(
+        "mvapich2",
+        f"{prefix}/bin/mpicc",
+        "pmi2",
+        (),
+        (),
+        r"(?!)",
+        transport_note="ch3:nemesis prints no transport: shared memory within a node, its TCP netmod "
+        "between (the build's only one); the latency ratio shows the first",
+    )
 
 
 def stack_mpis() -> Tuple[Mpi, ...]:
@@ -122,11 +154,18 @@ def build(mpicc: str, dest: Path, env: Optional[Dict[str, str]] = None) -> Path:
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.tmp")
     try:
-        proc = subprocess.run([mpicc, "-O2", "-o", str(tmp), str(SOURCE)], text=True, capture_output=True,
-                              timeout=120, env={**os.environ, **(env or {})})
+        proc = subprocess.run(
+            [mpicc, "-O2", "-o", str(tmp), str(SOURCE)],
+            text=True,
+            capture_output=True,
+            timeout=120,
+            env={**os.environ, **(env or {})},
+        )
     except FileNotFoundError:
-        raise ClusterError(f"{mpicc} not found: install the MPI's development package "
-                           f"(setup/apt-packages.txt) or pass its compiler wrapper's path") from None
+        raise ClusterError(
+            f"{mpicc} not found: install the MPI's development package "
+            f"(setup/apt-packages.txt) or pass its compiler wrapper's path"
+        ) from None
     if proc.returncode != 0:
         raise ClusterError(f"`{mpicc} {SOURCE}` failed:\n{proc.stderr}")
     tmp.replace(dest)
@@ -152,19 +191,37 @@ def complete(output: str) -> bool:
 def measure(cluster, mpi: Mpi, exe: Path, nodes: int, args: Sequence[str] = BENCH_ARGS) -> Measurement:
     """Two ranks of `exe` with srun: on one node, or one rank on each of two."""
     env = dict(mpi.env + mpi.verbose_env)
-    proc = cluster.command("srun", f"--nodes={nodes}", "--ntasks=2", f"--mpi={mpi.srun_mpi}", f"--time={TIME_LIMIT}",
-                           f"--chdir={exe.parent}", str(exe), *args, timeout=RUN_TIMEOUT, env=env)
+    proc = cluster.command(
+        "srun",
+        f"--nodes={nodes}",
+        "--ntasks=2",
+        f"--mpi={mpi.srun_mpi}",
+        f"--time={TIME_LIMIT}",
+        f"--chdir={exe.parent}",
+        str(exe),
+        *args,
+        timeout=RUN_TIMEOUT,
+        env=env,
+    )
     hung = proc.returncode != 0 and complete(proc.stdout) and "DUE TO TIME LIMIT" in proc.stderr
     if (proc.returncode != 0 and not hung) or not complete(proc.stdout):
-        raise ClusterError(f"{mpi.name} pingpong on {nodes} node(s) failed (exit {proc.returncode}):\n"
-                           f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+        raise ClusterError(
+            f"{mpi.name} pingpong on {nodes} node(s) failed (exit {proc.returncode}):\n"
+            f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+        )
     found = parse(proc.stdout)
     return Measurement(
-        mpi=mpi.name, nodes=nodes, hosts=found["hosts"][0][0].split(","),
-        latency_us=float(found["latency_us"][0][0]), latency_iterations=int(found["latency_us"][0][1]["iterations"]),
+        mpi=mpi.name,
+        nodes=nodes,
+        hosts=found["hosts"][0][0].split(","),
+        latency_us=float(found["latency_us"][0][0]),
+        latency_iterations=int(found["latency_us"][0][1]["iterations"]),
         bandwidth_mbps={int(extra["bytes"]): float(value) for value, extra in found["bandwidth_MBps"]},
-        payload_bytes=int(found["payload_bytes"][0][0]), transports=transports(mpi, proc.stdout + proc.stderr),
-        note=FINALIZE_HANG if hung else "", transport_note=mpi.transport_note)
+        payload_bytes=int(found["payload_bytes"][0][0]),
+        transports=transports(mpi, proc.stdout + proc.stderr),
+        note=FINALIZE_HANG if hung else "",
+        transport_note=mpi.transport_note,
+    )
 
 
 def transports(mpi: Mpi, output: str) -> List[str]:
@@ -185,12 +242,18 @@ def benchmark(cluster, mpis: Sequence[Mpi] = (), args: Sequence[str] = BENCH_ARG
 def table(results: Sequence[Measurement]) -> str:
     """One row per run, then each MPI's inter-node / intra-node latency ratio."""
     sizes = sorted({size for r in results for size in r.bandwidth_mbps})
-    header = ["mpi", "nodes", "hosts", "latency_us", "iterations"] + [f"MBps@{size >> 20}MiB" for size in sizes] + ["transport"]
+    header = (
+        ["mpi", "nodes", "hosts", "latency_us", "iterations"]
+        + [f"MBps@{size >> 20}MiB" for size in sizes]
+        + ["transport"]
+    )
     rows = [header]
     for r in results:
-        rows.append([r.mpi, str(r.nodes), ",".join(r.hosts), f"{r.latency_us:.2f}", str(r.latency_iterations)]
-                    + [f"{r.bandwidth_mbps.get(size, float('nan')):.0f}" for size in sizes]
-                    + [" ".join(r.transports) or "-"])
+        rows.append(
+            [r.mpi, str(r.nodes), ",".join(r.hosts), f"{r.latency_us:.2f}", str(r.latency_iterations)]
+            + [f"{r.bandwidth_mbps.get(size, float('nan')):.0f}" for size in sizes]
+            + [" ".join(r.transports) or "-"]
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
     lines += [f"{r.mpi} on {r.nodes} node(s): {r.note}" for r in results if r.note]
@@ -204,4 +267,3 @@ def table(results: Sequence[Measurement]) -> str:
 def latency_ratio(results: Sequence[Measurement], mpi: str) -> float:
     by_nodes = {r.nodes: r.latency_us for r in results if r.mpi == mpi}
     return by_nodes[2] / by_nodes[1]
-

@@ -22,8 +22,17 @@ from onestack.cluster.state import write_atomically
 TEMPLATES = paths.REPO / "cluster"
 BOOT_SCRIPT = TEMPLATES / "boot.sh"
 # Slurm's states of a job that has ended (scontrol's JobState).
-ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE",
-         "OUT_OF_MEMORY"}
+ENDED = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "OUT_OF_MEMORY",
+}
 POLL_SECONDS = 0.5
 
 
@@ -54,8 +63,9 @@ def node_local_dir(config: Config, node: Node) -> Path:
 
 
 def _render(template: str, out: Path, mode: int = 0o644, **values) -> None:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
-                             keep_trailing_newline=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined, keep_trailing_newline=True
+    )
     env.filters["shquote"] = lambda value: shlex.quote(str(value))
     write_atomically(out, env.get_template(template).render(**values), mode)
 
@@ -78,7 +88,7 @@ def rotated_topology(topology_xml: str, shift: int) -> str:
     would put all its ranks on that one core (measured: 3-5 ms per message
     between two busy-polling ranks that take turns on one core)."""
     numbers = re.findall(r'type="PU" os_index="(\d+)"', topology_xml)
-    order = iter(numbers[shift % len(numbers):] + numbers[:shift % len(numbers)])
+    order = iter(numbers[shift % len(numbers) :] + numbers[: shift % len(numbers)])
     return re.sub(r'type="PU" os_index="\d+"', lambda _: f'type="PU" os_index="{next(order)}"', topology_xml)
 
 
@@ -89,8 +99,13 @@ def write_files(config: Config) -> None:
     key = config.workdir / "munge.key"
     key.write_bytes(os.urandom(1024))
     key.chmod(0o400)
-    values = dict(prefix=config.prefix, workdir=config.workdir, controller=config.controller,
-                  controller_address=config.controller_address, nodes=config.nodes)
+    values = dict(
+        prefix=config.prefix,
+        workdir=config.workdir,
+        controller=config.controller,
+        controller_address=config.controller_address,
+        nodes=config.nodes,
+    )
     _render("slurm.conf.j2", config.slurm_conf, slurmctld_port=_free_port(), hardware=machine_hardware(), **values)
     _render("hosts.j2", config.workdir / "hosts", **values)
     _render("env.sh.j2", config.env_file, settings=login_settings(config), **values)
@@ -144,19 +159,46 @@ def daemon_env(**extra: str) -> dict:
 def start_munged(config: Config) -> None:
     w = config.workdir
     # --force: munged refuses to run as root, which the cluster needs.
-    _daemon(["munged", "--force", f"--key-file={w}/munge.key", f"--socket={w}/munge.socket",
-             f"--pid-file={w}/munged.pid", f"--log-file={w}/munged.log", f"--seed-file={w}/munge.seed"],
-            w / "munged.log", daemon_env())
+    _daemon(
+        [
+            "munged",
+            "--force",
+            f"--key-file={w}/munge.key",
+            f"--socket={w}/munge.socket",
+            f"--pid-file={w}/munged.pid",
+            f"--log-file={w}/munged.log",
+            f"--seed-file={w}/munge.seed",
+        ],
+        w / "munged.log",
+        daemon_env(),
+    )
 
 
 def start_slurmctld(config: Config) -> None:
     """On the host's network (the bridge address), under the controller's own
     hostname (slurmctld only runs where the hostname is SlurmctldHost) and
     with the cluster's hosts file."""
-    _daemon(["unshare", "--uts", "--mount", "--propagation", "slave", "--", "sh", str(BOOT_SCRIPT),
-             config.controller, str(config.workdir / "hosts"), "/etc/hosts", "--",
-             "slurmctld", "-f", str(config.slurm_conf)],
-            config.workdir / "slurmctld.log", daemon_env())
+    _daemon(
+        [
+            "unshare",
+            "--uts",
+            "--mount",
+            "--propagation",
+            "slave",
+            "--",
+            "sh",
+            str(BOOT_SCRIPT),
+            config.controller,
+            str(config.workdir / "hosts"),
+            "/etc/hosts",
+            "--",
+            "slurmctld",
+            "-f",
+            str(config.slurm_conf),
+        ],
+        config.workdir / "slurmctld.log",
+        daemon_env(),
+    )
 
 
 def start_slurmd(config: Config, node: Node) -> None:
@@ -164,13 +206,35 @@ def start_slurmd(config: Config, node: Node) -> None:
     slurmd needs its cgroup mounts), with the node's hostname, hosts file, boot
     id, local folder and core numbering."""
     folder = node_dir(config, node)
-    _daemon(["nsenter", f"--net=/run/netns/{node.name}", "unshare", "--uts", "--mount", "--propagation", "slave",
-             "--", "sh", str(BOOT_SCRIPT), node.name,
-             str(config.workdir / "hosts"), "/etc/hosts",
-             str(folder / "boot_id"), "/proc/sys/kernel/random/boot_id",
-             str(folder / "local"), str(local_dir(config)), "--",
-             "slurmd", "-f", str(config.slurm_conf), "-N", node.name],
-            folder / "slurmd.log", daemon_env(HWLOC_XMLFILE=str(folder / "topology.xml")))
+    _daemon(
+        [
+            "nsenter",
+            f"--net=/run/netns/{node.name}",
+            "unshare",
+            "--uts",
+            "--mount",
+            "--propagation",
+            "slave",
+            "--",
+            "sh",
+            str(BOOT_SCRIPT),
+            node.name,
+            str(config.workdir / "hosts"),
+            "/etc/hosts",
+            str(folder / "boot_id"),
+            "/proc/sys/kernel/random/boot_id",
+            str(folder / "local"),
+            str(local_dir(config)),
+            "--",
+            "slurmd",
+            "-f",
+            str(config.slurm_conf),
+            "-N",
+            node.name,
+        ],
+        folder / "slurmd.log",
+        daemon_env(HWLOC_XMLFILE=str(folder / "topology.xml")),
+    )
 
 
 def login_settings(config: Config) -> List[Tuple[str, str, str]]:
@@ -178,18 +242,26 @@ def login_settings(config: Config) -> List[Tuple[str, str, str]]:
     every job submitted from it: (name, value, why)."""
     return [
         ("SLURM_CONF", str(config.slurm_conf), "Slurm's commands (sinfo, sbatch, srun) talk to this cluster."),
-        ("OMPI_MCA_hwloc_base_binding_policy", "none",
-         "Open MPI's mpirun binds each node's first rank to the machine's first core: the nodes share this "
-         "machine's cores, which Slurm divides among them (each node numbers them from another one), so "
-         "mpirun's ranks keep Slurm's binding instead (measured: 5 ms per message with both on one core)."),
+        (
+            "OMPI_MCA_hwloc_base_binding_policy",
+            "none",
+            "Open MPI's mpirun binds each node's first rank to the machine's first core: the nodes share this "
+            "machine's cores, which Slurm divides among them (each node numbers them from another one), so "
+            "mpirun's ranks keep Slurm's binding instead (measured: 5 ms per message with both on one core).",
+        ),
     ]
 
 
 def client_env(config: Config, extra: Optional[dict] = None) -> dict:
     """A login shell's environment on the head node that sourced env.sh."""
     settings = {name: value for name, value, _ in login_settings(config)}
-    return {"HOME": os.environ.get("HOME", "/"), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8",
-            **settings, **(extra or {})}
+    return {
+        "HOME": os.environ.get("HOME", "/"),
+        "PATH": "/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        **settings,
+        **(extra or {}),
+    }
 
 
 def command(config: Config, *argv: str, timeout: float = 60, env: Optional[dict] = None) -> subprocess.CompletedProcess:
@@ -217,8 +289,10 @@ def wait_for_nodes(config: Config, state: str, names: Iterable[str], timeout: fl
             return time.monotonic() - start
         if time.monotonic() > deadline:
             logs = "\n".join(tail(node_dir(config, config.node(n)) / "slurmd.log") for n in names)
-            raise ClusterError(f"nodes {', '.join(names)} not {state} within {timeout:.0f} s (sinfo: {states})\n"
-                               f"{tail(config.workdir / 'slurmctld.log')}\n{logs}")
+            raise ClusterError(
+                f"nodes {', '.join(names)} not {state} within {timeout:.0f} s (sinfo: {states})\n"
+                f"{tail(config.workdir / 'slurmctld.log')}\n{logs}"
+            )
         time.sleep(POLL_SECONDS)
 
 
@@ -245,10 +319,19 @@ def wait_job(config: Config, job_id: int, timeout: float) -> Job:
         if fields["JobState"] in ENDED:
             output = Path(fields.get("StdOut", ""))
             text = output.read_text(errors="replace") if output.is_file() else ""
-            return Job(job_id, fields["JobState"], fields["ExitCode"], fields.get("Reason", ""),
-                       fields.get("NodeList", ""), text, time.monotonic() - start)
+            return Job(
+                job_id,
+                fields["JobState"],
+                fields["ExitCode"],
+                fields.get("Reason", ""),
+                fields.get("NodeList", ""),
+                text,
+                time.monotonic() - start,
+            )
         if time.monotonic() - start > timeout:
             command(config, "scancel", str(job_id))
-            raise ClusterError(f"job {job_id} still {fields['JobState']} after {timeout:.0f} s: cancelled\n"
-                               f"{tail(config.workdir / 'slurmctld.log')}")
+            raise ClusterError(
+                f"job {job_id} still {fields['JobState']} after {timeout:.0f} s: cancelled\n"
+                f"{tail(config.workdir / 'slurmctld.log')}"
+            )
         time.sleep(POLL_SECONDS)

@@ -43,28 +43,46 @@ RUN_SECONDS = 600
 
 # What a failure's stderr says -> what to do about it (first match wins).
 FIXES = [
-    (r"Requesting capability set .* while permitted capability set",
-     "root lacks a capability here: set 'root default capabilities = file' in the "
-     "installation's etc/apptainer/apptainer.conf (setup/apptainer.sh does), or run with --userns"),
-    (r"signature not found|no signatures found|no groups found|image is not signed",
-     "the image is unsigned: images are pushed signed (onestack/images/keys.py); do not use this one"),
-    (r"integrity:|hash mismatch|signature verification failed|object integrity|digest mismatch",
-     "the image changed after it was signed: do not use it; pull it again from the registry"),
-    (r"key not found|public key .* not found|unknown issuer|entity not found",
-     "the signer's public key is not in your keyring: import the site's public key "
-     "(`apptainer key import site-signing.asc`)"),
-    (r"unauthorized|authentication required|\b401\b",
-     "the registry refused the credentials: log in with the right username/password "
-     "(`apptainer registry login --username U --password-stdin oras://HOST`)"),
-    (r"MANIFEST_UNKNOWN|manifest unknown|NAME_UNKNOWN|name unknown",
-     "no such image or tag in the registry: check the repository and tag (was it pushed?)"),
-    (r"certificate signed by unknown authority|x509:",
-     "the registry's TLS certificate is not trusted: add its CA to the system store, or name a "
-     "folder holding it in SSL_CERT_DIR"),
-    (r"connection refused|no such host|i/o timeout|dial tcp",
-     "the registry is not reachable: check its address and that it is running"),
-    (r"no space left on device|file too large",
-     "the destination ran out of space: free some, or pull into another folder"),
+    (
+        r"Requesting capability set .* while permitted capability set",
+        "root lacks a capability here: set 'root default capabilities = file' in the "
+        "installation's etc/apptainer/apptainer.conf (setup/apptainer.sh does), or run with --userns",
+    ),
+    (
+        r"signature not found|no signatures found|no groups found|image is not signed",
+        "the image is unsigned: images are pushed signed (onestack/images/keys.py); do not use this one",
+    ),
+    (
+        r"integrity:|hash mismatch|signature verification failed|object integrity|digest mismatch",
+        "the image changed after it was signed: do not use it; pull it again from the registry",
+    ),
+    (
+        r"key not found|public key .* not found|unknown issuer|entity not found",
+        "the signer's public key is not in your keyring: import the site's public key "
+        "(`apptainer key import site-signing.asc`)",
+    ),
+    (
+        r"unauthorized|authentication required|\b401\b",
+        "the registry refused the credentials: log in with the right username/password "
+        "(`apptainer registry login --username U --password-stdin oras://HOST`)",
+    ),
+    (
+        r"MANIFEST_UNKNOWN|manifest unknown|NAME_UNKNOWN|name unknown",
+        "no such image or tag in the registry: check the repository and tag (was it pushed?)",
+    ),
+    (
+        r"certificate signed by unknown authority|x509:",
+        "the registry's TLS certificate is not trusted: add its CA to the system store, or name a "
+        "folder holding it in SSL_CERT_DIR",
+    ),
+    (
+        r"connection refused|no such host|i/o timeout|dial tcp",
+        "the registry is not reachable: check its address and that it is running",
+    ),
+    (
+        r"no space left on device|file too large",
+        "the destination ran out of space: free some, or pull into another folder",
+    ),
 ]
 
 
@@ -75,8 +93,7 @@ class ApptainerError(ImageError):
         self.stderr = stderr
         self.fix = fix or _fix_for(stderr)
         tail = "\n".join(stderr.strip().splitlines()[-15:])
-        super().__init__(f"`{' '.join(self.argv)}` failed with exit code {returncode}:\n{tail}\n"
-                         f"fix: {self.fix}")
+        super().__init__(f"`{' '.join(self.argv)}` failed with exit code {returncode}:\n{tail}\nfix: {self.fix}")
 
 
 def _fix_for(stderr: str) -> str:
@@ -100,13 +117,17 @@ def installed_executable() -> Path:
     if named:
         exe = Path(named)
         if not (exe.is_file() and os.access(exe, os.X_OK)):
-            raise ImageError(f"APPTAINER={named} is not an executable file: point it at a site's "
-                             "apptainer, or unset it to use the one setup/apptainer.sh installs")
+            raise ImageError(
+                f"APPTAINER={named} is not an executable file: point it at a site's "
+                "apptainer, or unset it to use the one setup/apptainer.sh installs"
+            )
         return exe
     exe = paths.cache() / "apptainer" / pinned_version() / "bin" / "apptainer"
     if not exe.is_file():
-        raise ImageError(f"Apptainer {pinned_version()} is not installed ({exe} missing): "
-                         "run `bash setup/apptainer.sh`, or set APPTAINER to a site's own")
+        raise ImageError(
+            f"Apptainer {pinned_version()} is not installed ({exe} missing): "
+            "run `bash setup/apptainer.sh`, or set APPTAINER to a site's own"
+        )
     return exe
 
 
@@ -115,6 +136,7 @@ class Apptainer:
     """One apptainer executable with the environment its commands run in
     (keyring, credentials, CA trust) and, for tests of a desktop user, the
     user that runs it."""
+
     executable: Path
     env: Mapping[str, str] = field(default_factory=dict)
     user: Optional[str] = None
@@ -132,22 +154,40 @@ class Apptainer:
         clean = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": account.pw_dir, **self.env}
         return ["runuser", "-u", self.user, "--", "env", "-i", *(f"{k}={v}" for k, v in clean.items()), *argv]
 
-    def run(self, args: Sequence[str], *, input: Optional[str] = None, timeout: int = RUN_SECONDS,
-            cwd: Optional[Path] = None, fix: str = "") -> subprocess.CompletedProcess:
+    def run(
+        self,
+        args: Sequence[str],
+        *,
+        input: Optional[str] = None,
+        timeout: int = RUN_SECONDS,
+        cwd: Optional[Path] = None,
+        fix: str = "",
+    ) -> subprocess.CompletedProcess:
         argv = self.command(args)
         # Errors show the apptainer command (and whose), not runuser's env list.
         shown = [str(self.executable), *map(str, args)]
         if self.user is not None:
             shown = [f"(as {self.user})", *shown]
         if cwd is None and self.user is not None:
-            cwd = Path("/")   # ours may be a folder the other user cannot enter
+            cwd = Path("/")  # ours may be a folder the other user cannot enter
         try:
-            proc = subprocess.run(argv, input=input, text=True, capture_output=True, timeout=timeout,
-                                  cwd=cwd, env={**os.environ, **self.env},
-                                  stdin=None if input is not None else subprocess.DEVNULL)
+            proc = subprocess.run(
+                argv,
+                input=input,
+                text=True,
+                capture_output=True,
+                timeout=timeout,
+                cwd=cwd,
+                env={**os.environ, **self.env},
+                stdin=None if input is not None else subprocess.DEVNULL,
+            )
         except subprocess.TimeoutExpired as err:
-            raise ApptainerError(shown, -1, f"timed out after {timeout} s\n{err.stderr or ''}",
-                                 fix or "find out what it waits for (a prompt? a network?)") from err
+            raise ApptainerError(
+                shown,
+                -1,
+                f"timed out after {timeout} s\n{err.stderr or ''}",
+                fix or "find out what it waits for (a prompt? a network?)",
+            ) from err
         if proc.returncode != 0:
             raise ApptainerError(shown, proc.returncode, proc.stderr or proc.stdout, fix)
         return proc
@@ -166,8 +206,9 @@ class Apptainer:
             return True
         return dev.st_uid == uid and bool(dev.st_mode & stat.S_IRUSR) and bool(dev.st_mode & stat.S_IWUSR)
 
-    def action(self, command: str, image: Path, args: Sequence[str] = (),
-               options: Sequence[str] = ()) -> subprocess.CompletedProcess:
+    def action(
+        self, command: str, image: Path, args: Sequence[str] = (), options: Sequence[str] = ()
+    ) -> subprocess.CompletedProcess:
         """run/exec/test of a SIF, extracted (--unsquash) where FUSE is closed."""
         unsquash = [] if self.fuse_usable() else ["--unsquash"]
         return self.run([command, *unsquash, *options, image, *args])
@@ -207,9 +248,12 @@ def _replace_atomically(final: Path, write) -> Path:
 def build(apptainer: Apptainer, definition: Path, image: Path, *, timeout: int = BUILD_SECONDS) -> Path:
     """`apptainer build` of definition into image (relative %files paths are
     read from the definition's folder)."""
+
     def write(tmp: Path) -> None:
-        apptainer.run(["build", "--fakeroot", "--force", tmp, definition.resolve()], cwd=definition.parent,
-                      timeout=timeout)
+        apptainer.run(
+            ["build", "--fakeroot", "--force", tmp, definition.resolve()], cwd=definition.parent, timeout=timeout
+        )
+
     return _replace_atomically(image, write)
 
 
@@ -236,11 +280,13 @@ def pull(apptainer: Apptainer, uri: str, image: Path) -> Path:
     """Pulls uri into image only once the whole file is there and its
     signature verifies; a failed, refused or killed pull never leaves a file
     under image's name."""
+
     def write(tmp: Path) -> None:
         # --disable-cache: the image goes straight to tmp, not also into the
         # user's cache folder.
         apptainer.run(["pull", "--disable-cache", tmp, uri], timeout=TRANSFER_SECONDS)
         verify(apptainer, tmp)
+
     return _replace_atomically(image, write)
 
 
@@ -260,8 +306,9 @@ def login(apptainer: Apptainer, host: str, username: str, password: str) -> None
     """`apptainer registry login` for oras://host; the credentials land in
     the config folder APPTAINER_CONFIGDIR names (else ~/.apptainer). The
     password goes through stdin, never on a command line."""
-    apptainer.run(["registry", "login", "--username", username, "--password-stdin", f"oras://{host}"],
-                  input=password + "\n")
+    apptainer.run(
+        ["registry", "login", "--username", username, "--password-stdin", f"oras://{host}"], input=password + "\n"
+    )
 
 
 def test(apptainer: Apptainer, image: Path) -> str:
@@ -285,8 +332,14 @@ def sif_objects(apptainer: Apptainer, image: Path) -> List[Dict[str, object]]:
     for line in apptainer.run(["sif", "list", image]).stdout.splitlines():
         found = re.match(r"\s*(\d+)\s*\|[^|]*\|[^|]*\|\s*(\d+)-(\d+)\s*\|(.*)$", line)
         if found:
-            objects.append({"id": int(found.group(1)), "start": int(found.group(2)),
-                            "end": int(found.group(3)), "type": found.group(4).strip()})
+            objects.append(
+                {
+                    "id": int(found.group(1)),
+                    "start": int(found.group(2)),
+                    "end": int(found.group(3)),
+                    "type": found.group(4).strip(),
+                }
+            )
     return objects
 
 

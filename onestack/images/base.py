@@ -48,11 +48,15 @@ def debian_mirror() -> Tuple[str, str]:
             if suite in stanza.get("Suites", "").split() and stanza.get("URIs"):
                 mirror = stanza["URIs"].split()[0]
                 if not MIRROR_PATTERN.fullmatch(mirror) or not SUITE_PATTERN.fullmatch(suite):
-                    raise ImageError(f"{sources}: URIs {mirror!r} / suite {suite!r} cannot go into a "
-                                     "definition header (one URL, no spaces)")
+                    raise ImageError(
+                        f"{sources}: URIs {mirror!r} / suite {suite!r} cannot go into a "
+                        "definition header (one URL, no spaces)"
+                    )
                 return mirror, suite
-    raise ImageError(f"no Debian entry for {suite} in {APT_SOURCES}/*.sources (deb822 format): the "
-                     "debootstrap base needs the mirror this machine installs from")
+    raise ImageError(
+        f"no Debian entry for {suite} in {APT_SOURCES}/*.sources (deb822 format): the "
+        "debootstrap base needs the mirror this machine installs from"
+    )
 
 
 def base_image(runner: apptainer.Apptainer) -> Path:
@@ -67,5 +71,5 @@ def base_image(runner: apptainer.Apptainer) -> Path:
         return image
     folder.mkdir(parents=True, exist_ok=True)
     def_file = folder / f"{suite}-minbase-{digest}.def"
-    write_atomically(def_file, definition)   # kept beside the image: how it was made
+    write_atomically(def_file, definition)  # kept beside the image: how it was made
     return apptainer.build(runner, def_file, image)

@@ -22,15 +22,14 @@ from typing import Dict, List, Tuple
 
 import yaml
 
+import onestack.problems as problems
 from onestack import data, paths, render, spack
 from onestack.images import ImageError, apptainer, base, keys
 from onestack.modules import dispatch
 from onestack.problems import runner
 from onestack.spack import scope, vendor
-from onestack.spack.environment import DISPATCHER
-from onestack.stack import cpus
+from onestack.stack import DISPATCHER
 from onestack.stack.flavors import Flavor
-import onestack.problems as problems
 
 CONTAINERS = paths.REPO / "containers"
 IMAGES_FILE = "containers/images.yaml"
@@ -89,8 +88,10 @@ def _vendors(closure: dict) -> Tuple[List[str], List[Tuple[str, str]]]:
         if prefix == "/usr":
             continue
         if name not in vendor.every():
-            raise ImageError(f"{spec} at {prefix} is neither an OS package nor a vendor library of "
-                             "setup/vendor.yaml: an image cannot have it")
+            raise ImageError(
+                f"{spec} at {prefix} is neither an OS package nor a vendor library of "
+                "setup/vendor.yaml: an image cannot have it"
+            )
         if "pip" in vendor.every()[name]:
             copies.append((prefix, prefix))
         else:
@@ -111,8 +112,7 @@ def _elf_files(prefix: Path) -> List[Path]:
 def _libraries(elf: Path) -> Dict[str, str]:
     """What the dynamic loader resolves for a binary: soname -> path (or "")."""
     proc = subprocess.run(["ldd", str(elf)], text=True, capture_output=True)
-    return {m.group(1): m.group(2) or "" for m in re.finditer(r"^\s*(\S+) => (?:(/\S+)|not found)", proc.stdout,
-                                                              re.M)}
+    return {m.group(1): m.group(2) or "" for m in re.finditer(r"^\s*(\S+) => (?:(/\S+)|not found)", proc.stdout, re.M)}
 
 
 def _owner(path: str) -> str:
@@ -129,14 +129,19 @@ def _owner(path: str) -> str:
 def _siblings(package: str, sources: List[str]) -> List[str]:
     """The installed library packages built from the same source, when that
     source is one whose libraries load their siblings at run time (MKL)."""
-    source = subprocess.run(["dpkg-query", "-W", "-f=${source:Package}", package],
-                            text=True, capture_output=True).stdout.strip()
+    source = subprocess.run(
+        ["dpkg-query", "-W", "-f=${source:Package}", package], text=True, capture_output=True
+    ).stdout.strip()
     if source not in sources:
         return []
-    listing = subprocess.run(["dpkg-query", "-W", "-f=${Package} ${source:Package} ${db:Status-Status}\n"],
-                             text=True, capture_output=True).stdout
-    return [name for name, src, status in (line.split() for line in listing.splitlines())
-            if src == source and status == "installed" and name.startswith("lib") and not name.endswith("-dev")]
+    listing = subprocess.run(
+        ["dpkg-query", "-W", "-f=${Package} ${source:Package} ${db:Status-Status}\n"], text=True, capture_output=True
+    ).stdout
+    return [
+        name
+        for name, src, status in (line.split() for line in listing.splitlines())
+        if src == source and status == "installed" and name.startswith("lib") and not name.endswith("-dev")
+    ]
 
 
 def runtime_packages(flavor: Flavor, closure: dict, copied: List[str], launcher: str) -> List[str]:
@@ -158,8 +163,10 @@ def runtime_packages(flavor: Flavor, closure: dict, copied: List[str], launcher:
     for path in [*needed, *([launcher] if launcher else [])]:
         owner = _owner(path)
         if not owner:
-            raise ImageError(f"{flavor.module_name}: {path} belongs to no OS package and to no copied vendor "
-                             "library, so no image can carry it")
+            raise ImageError(
+                f"{flavor.module_name}: {path} belongs to no OS package and to no copied vendor "
+                "library, so no image can carry it"
+            )
         packages.add(owner)
     for package in sorted(packages):
         packages.update(_siblings(package, config()["dlopen_siblings"]))
@@ -175,8 +182,9 @@ def mpi_alternative(flavor: Flavor, mpi: dict) -> str:
     path = str(Path(mpi["prefix"]) / "bin" / (flavor.mpi_launcher or "mpirun"))
     # Through the alternatives links only: their choices are what
     # update-alternatives takes (mpirun.mpich, itself a link to mpiexec.hydra).
-    while os.path.islink(path) and (path.startswith("/etc/alternatives/") or
-                                    os.readlink(path).startswith("/etc/alternatives/")):
+    while os.path.islink(path) and (
+        path.startswith("/etc/alternatives/") or os.readlink(path).startswith("/etc/alternatives/")
+    ):
         path = os.readlink(path)
     return path
 
@@ -198,10 +206,12 @@ def _pinned(key: str) -> str:
 
 
 def _help(flavor: Flavor, problem) -> str:
-    return (f"{flavor.app.description}\nflavor {flavor.name}: {flavor.compiler}, {flavor.mpi} MPI, {flavor.math}\n"
-            f"  apptainer run <image> <arguments of {flavor.app.program}>\n"
-            f"  apptainer exec <image> mpirun -n <ranks> {flavor.app.program} ...\n"
-            f"  apptainer test <image>: {problem.name} on {problem['ranks']} ranks, checked")
+    return (
+        f"{flavor.app.description}\nflavor {flavor.name}: {flavor.compiler}, {flavor.mpi} MPI, {flavor.math}\n"
+        f"  apptainer run <image> <arguments of {flavor.app.program}>\n"
+        f"  apptainer exec <image> mpirun -n <ranks> {flavor.app.program} ...\n"
+        f"  apptainer test <image>: {problem.name} on {problem['ranks']} ranks, checked"
+    )
 
 
 def _environment(closure: dict) -> List[Tuple[str, str, bool]]:
@@ -220,8 +230,11 @@ def _environment(closure: dict) -> List[Tuple[str, str, bool]]:
 
 def build_hashes(flavor: Flavor, roots: Dict[str, dict]) -> List[str]:
     """The installed builds of a flavor: its own and those of its CPU levels."""
-    return [roots[spec]["hash"] for spec in [flavor.spack_spec, *dict(flavor.levels).values()]
-            if roots.get(spec) and roots[spec]["installed"]]
+    return [
+        roots[spec]["hash"]
+        for spec in [flavor.spack_spec, *dict(flavor.levels).values()]
+        if roots.get(spec) and roots[spec]["installed"]
+    ]
 
 
 def helper_hashes(flavor: Flavor, roots: Dict[str, dict]) -> List[str]:
@@ -260,23 +273,47 @@ def write_context(flavor: Flavor, roots: Dict[str, dict]) -> Path:
     (setup / "vendor-layouts.sh").write_text("#!/bin/sh\nset -e\n" + "".join(layouts))
     _spack_scope(setup / "spack-scope")
     image_builds = [(level, _in_image(folder)) for level, folder in builds]
-    render.write(paths.REPO / "modulefiles" / "templates", "levels.conf.j2", setup / "levels.conf", flavor=flavor,
-                 levels=image_builds, release="image")
-    render.write(CONTAINERS, "dispatch.sh.j2", setup / "dispatch.sh", folder=DISPATCH_DIR,
-                 dispatcher=f"{_in_image(roots[DISPATCHER]['prefix'])}/bin/{dispatch.DISPATCHER_PROGRAM}",
-                 programs=[*dispatch.programs(flavor, builds), dispatch.CHECK])
+    render.write(
+        paths.REPO / "modulefiles" / "templates",
+        "levels.conf.j2",
+        setup / "levels.conf",
+        flavor=flavor,
+        levels=image_builds,
+        release="image",
+    )
+    render.write(
+        CONTAINERS,
+        "dispatch.sh.j2",
+        setup / "dispatch.sh",
+        folder=DISPATCH_DIR,
+        dispatcher=f"{_in_image(roots[DISPATCHER]['prefix'])}/bin/{dispatch.DISPATCHER_PROGRAM}",
+        programs=[*dispatch.programs(flavor, builds), dispatch.CHECK],
+    )
     problem = next(iter(problems.load(flavor.app.module).values()))
     runner.image_test(problem, tmp / "test", TEST_DIR)
     labels = _labels(flavor, hashes, builds, alternative)
-    values = dict(flavor=flavor, base=base.base_image(apptainer.find()),
-                  spack_root=_exported(paths.spack_root(), ["bin", "etc", "lib/spack/spack", "lib/spack/_vendoring",
-                                                            "lib/spack/llnl", "share", "var"], "spack"),
-                  spack_packages=_exported(paths.spack_packages(), ["repos"], "spack-packages"), site_repo=SITE_REPO, context=str(out), vendor_copies=copies,
-                  build_packages=config()["build_packages"], roots=[f"/{h}" for h in hashes],
-                  in_view=[f"/{n['hash']}" for n in in_view["installed"]], view=VIEW, final_packages=final_packages,
-                  launcher_alternative=alternative, help=_help(flavor, problem),
-                  environment=_environment(closure) + _preload_environment(flavor, roots),
-                  buildcache=BUILDCACHE)
+    values = dict(
+        flavor=flavor,
+        base=base.base_image(apptainer.find()),
+        spack_root=_exported(
+            paths.spack_root(),
+            ["bin", "etc", "lib/spack/spack", "lib/spack/_vendoring", "lib/spack/llnl", "share", "var"],
+            "spack",
+        ),
+        spack_packages=_exported(paths.spack_packages(), ["repos"], "spack-packages"),
+        site_repo=SITE_REPO,
+        context=str(out),
+        vendor_copies=copies,
+        build_packages=config()["build_packages"],
+        roots=[f"/{h}" for h in hashes],
+        in_view=[f"/{n['hash']}" for n in in_view["installed"]],
+        view=VIEW,
+        final_packages=final_packages,
+        launcher_alternative=alternative,
+        help=_help(flavor, problem),
+        environment=_environment(closure) + _preload_environment(flavor, roots),
+        buildcache=BUILDCACHE,
+    )
     # The image carries the digest of what it is made of (its definition
     # without this label, and the files it copies): unchanged, it is not rebuilt.
     (tmp / "flavor.def").write_text(render.text(CONTAINERS, "flavor.def.j2", labels=labels, **values))
@@ -292,15 +329,17 @@ def _exported(clone: Path, what: List[str], name: str) -> Path:
     commit under the cache (`git archive`: what the commit holds, without
     the checkout's links into files it lacks, which Apptainer's %files copy
     would follow and fail on)."""
-    commit = subprocess.run(["git", "-C", str(clone), "rev-parse", "HEAD"], text=True, capture_output=True,
-                            check=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "-C", str(clone), "rev-parse", "HEAD"], text=True, capture_output=True, check=True
+    ).stdout.strip()
     out = paths.cache() / "images" / f"{name}-{commit[:12]}"
     if not out.is_dir():
         partial = out.with_name(out.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
-        archive = subprocess.Popen(["git", "-C", str(clone), "archive", "--format=tar", commit, *what],
-                                   stdout=subprocess.PIPE)
+        archive = subprocess.Popen(
+            ["git", "-C", str(clone), "archive", "--format=tar", commit, *what], stdout=subprocess.PIPE
+        )
         subprocess.run(["tar", "-x", "-C", str(partial)], stdin=archive.stdout, check=True)
         if archive.wait() != 0:
             raise ImageError(f"git archive of {clone} at {commit} failed")
@@ -318,10 +357,15 @@ def _spack_scope(folder: Path) -> None:
         # One `spack install` of every build of the flavor (one per CPU level):
         # solved together, the builds of one package conflict.
         "concretizer": {"concretizer": {"unify": False}},
-        "mirrors": {"mirrors:": {scope.BUILDCACHE_MIRROR: {"url": f"file://{BUILDCACHE}", "signed": False,
-                                                           "source": False}}},
-        "repos": {"repos:": {"onestack": "/opt/onestack/packages/spack_repo/onestack",
-                             "builtin": "/opt/spack-packages/repos/spack_repo/builtin"}},
+        "mirrors": {
+            "mirrors:": {scope.BUILDCACHE_MIRROR: {"url": f"file://{BUILDCACHE}", "signed": False, "source": False}}
+        },
+        "repos": {
+            "repos:": {
+                "onestack": "/opt/onestack/packages/spack_repo/onestack",
+                "builtin": "/opt/spack-packages/repos/spack_repo/builtin",
+            }
+        },
     }
     for name, content in config_files.items():
         (folder / f"{name}.yaml").write_text(yaml.safe_dump(content))
@@ -349,8 +393,9 @@ def build(flavor: Flavor, roots: Dict[str, dict]) -> Path:
     """The flavor's signed SIF, rebuilt only when its inputs changed; a
     failed build leaves the previous image (or none) in place."""
     for root_hash in [*build_hashes(flavor, roots), *helper_hashes(flavor, roots)]:
-        spack.run("buildcache", "push", "--update-index", "--unsigned", scope.BUILDCACHE_MIRROR, f"/{root_hash}",
-                  quiet=True)
+        spack.run(
+            "buildcache", "push", "--update-index", "--unsigned", scope.BUILDCACHE_MIRROR, f"/{root_hash}", quiet=True
+        )
     context = write_context(flavor, roots)
     inputs = re.search(r"org.onestack.image-inputs (\S+)", (context / "flavor.def").read_text()).group(1)
     runner_ = apptainer.find(keys.signing_env())
@@ -362,8 +407,19 @@ def build(flavor: Flavor, roots: Dict[str, dict]) -> Path:
     keys.ensure_site_key(runner_)
 
     def write(tmp: Path) -> None:
-        runner_.run(["build", "--fakeroot", "--force", "--bind", f"{scope.buildcache_dir()}:{BUILDCACHE}",
-                     tmp, context / "flavor.def"], cwd=context, timeout=apptainer.BUILD_SECONDS)
+        runner_.run(
+            [
+                "build",
+                "--fakeroot",
+                "--force",
+                "--bind",
+                f"{scope.buildcache_dir()}:{BUILDCACHE}",
+                tmp,
+                context / "flavor.def",
+            ],
+            cwd=context,
+            timeout=apptainer.BUILD_SECONDS,
+        )
         apptainer.sign(runner_, tmp, passphrase=keys.passphrase())
         apptainer.verify(runner_, tmp)
 
@@ -375,9 +431,7 @@ def build_all(selected: List[Flavor]) -> List[Path]:
     flavor that cannot have one is named with the reason, the others go on,
     and the command then fails: the previous image of a flavor whose build
     failed stays in place, but must not pass for an image of this commit."""
-    from onestack.modules import publish
-
-    built, roots = publish.installed_roots([f for f in selected if f.published])
+    built, roots = spack.installed([f for f in selected if f.published])
     images, refused = [], []
     for flavor in built:
         try:

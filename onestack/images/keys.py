@@ -72,16 +72,29 @@ def _make_keyring(apptainer: Apptainer, folder: Path) -> None:
     site_key = os.environ.get(KEY_ENV)
     if site_key:
         if not Path(site_key).is_file():
-            raise ImageError(f"{KEY_ENV}={site_key}: no such file; name the site's exported private "
-                             "key (ASCII-armored), or unset it to have a key made here")
+            raise ImageError(
+                f"{KEY_ENV}={site_key}: no such file; name the site's exported private "
+                "key (ASCII-armored), or unset it to have a key made here"
+            )
         # The key's passphrase, if any, is asked on stdin; it stays the same.
         keyring.run(["key", "import", site_key], input=passphrase() + "\n")
         if not fingerprints(apptainer, folder, secret=True):
-            raise ImageError(f"{KEY_ENV}={site_key} holds no private key: export it with "
-                             "`gpg --armor --export-secret-keys FINGERPRINT > FILE`")
+            raise ImageError(
+                f"{KEY_ENV}={site_key} holds no private key: export it with "
+                "`gpg --armor --export-secret-keys FINGERPRINT > FILE`"
+            )
     else:
-        keyring.run(["key", "newpair", f"--name={NEW_KEY_NAME}", f"--email={NEW_KEY_EMAIL}",
-                     "--comment=made by onestack without passphrase", "--password=", "--push=false"])
+        keyring.run(
+            [
+                "key",
+                "newpair",
+                f"--name={NEW_KEY_NAME}",
+                f"--email={NEW_KEY_EMAIL}",
+                "--comment=made by onestack without passphrase",
+                "--password=",
+                "--push=false",
+            ]
+        )
 
 
 def ensure_site_key(apptainer: Apptainer) -> str:
@@ -92,14 +105,16 @@ def ensure_site_key(apptainer: Apptainer) -> str:
     if found:
         return found[0]
     if folder.exists() and any(folder.iterdir()):
-        raise ImageError(f"{folder} holds files but no secret key: move it away (or set {KEYSDIR_ENV} "
-                         "to another folder) so that a site key can be made or imported there")
+        raise ImageError(
+            f"{folder} holds files but no secret key: move it away (or set {KEYSDIR_ENV} "
+            "to another folder) so that a site key can be made or imported there"
+        )
     staging = folder.with_name(f".{folder.name}.partial-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     try:
         _make_keyring(apptainer, staging)
         if folder.exists():
-            folder.rmdir()   # empty, checked above
+            folder.rmdir()  # empty, checked above
         staging.rename(folder)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import List
 
+from onestack import spack
 from onestack.images import ImageError, apptainer, keys
 from onestack.images.flavor import build_hashes, images_dir
 from onestack.spack import oci_buildcache
@@ -34,8 +35,10 @@ def _settings() -> dict:
         raise ImageError(f"push-images: set {', '.join(missing)} (the site's registry, see onestack/images/push.py)")
     registry, tag = os.environ["ONESTACK_REGISTRY"], os.environ.get("ONESTACK_IMAGE_TAG", "latest")
     if not REFERENCE.fullmatch(registry) or not TAG.fullmatch(tag):
-        raise ImageError(f"push-images: ONESTACK_REGISTRY={registry!r} / ONESTACK_IMAGE_TAG={tag!r}: expected "
-                         "host[:port]/path and a tag of letters, digits, . _ -")
+        raise ImageError(
+            f"push-images: ONESTACK_REGISTRY={registry!r} / ONESTACK_IMAGE_TAG={tag!r}: expected "
+            "host[:port]/path and a tag of letters, digits, . _ -"
+        )
     return {"registry": registry, "tag": tag}
 
 
@@ -47,8 +50,12 @@ def push_all() -> List[str]:
     if not images:
         raise ImageError(f"push-images: no image in {images_dir()}: run `make images` first")
     runner = apptainer.find(keys.signing_env())
-    apptainer.login(runner, settings["registry"].split("/")[0], os.environ["ONESTACK_REGISTRY_USER"],
-                    os.environ["ONESTACK_REGISTRY_PASSWORD"])
+    apptainer.login(
+        runner,
+        settings["registry"].split("/")[0],
+        os.environ["ONESTACK_REGISTRY_USER"],
+        os.environ["ONESTACK_REGISTRY_PASSWORD"],
+    )
     pushed = []
     for image in images:
         reference = f"oras://{settings['registry']}/{image.stem}:{settings['tag']}"
@@ -65,17 +72,17 @@ def buildcache_url(registry: str) -> str:
 def push_binaries(selected: List[Flavor]) -> str:
     """The selected published flavors' builds, with their link and run
     dependencies, into the registry's buildcache; returns its URL."""
-    from onestack.modules import publish
-
     url = buildcache_url(_settings()["registry"])
-    built, roots = publish.installed_roots([f for f in selected if f.published])
+    built, roots = spack.installed([f for f in selected if f.published])
     hashes = [h for flavor in built for h in build_hashes(flavor, roots)]
     with tempfile.TemporaryDirectory() as tmp:
         oci_buildcache.push(hashes, oci_buildcache.write_scope(Path(tmp), url), dict(os.environ))
-    print(f"==> push-binaries: {', '.join(f.module_name for f in built)} -> {url}\n"
-          f"    install elsewhere: spack mirror add --oci-username-variable {oci_buildcache.USER_VARIABLE} "
-          f"--oci-password-variable {oci_buildcache.PASSWORD_VARIABLE} onestack {url}; "
-          "spack install --cache-only --no-check-signature <spec>")
+    print(
+        f"==> push-binaries: {', '.join(f.module_name for f in built)} -> {url}\n"
+        f"    install elsewhere: spack mirror add --oci-username-variable {oci_buildcache.USER_VARIABLE} "
+        f"--oci-password-variable {oci_buildcache.PASSWORD_VARIABLE} onestack {url}; "
+        "spack install --cache-only --no-check-signature <spec>"
+    )
     return url
 
 

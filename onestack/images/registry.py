@@ -34,11 +34,11 @@ from typing import Dict, Iterator
 
 from onestack.images import ImageError, render, write_atomically
 
-REGISTRY_COMMAND = "docker-registry"   # Debian package docker-registry
-HTPASSWD_COMMAND = "htpasswd"          # Debian package apache2-utils
+REGISTRY_COMMAND = "docker-registry"  # Debian package docker-registry
+HTPASSWD_COMMAND = "htpasswd"  # Debian package apache2-utils
 STARTUP_SECONDS = 30
 STOP_SECONDS = 10
-CERT_DAYS = 7   # test certificates: made per run, so a short life suffices
+CERT_DAYS = 7  # test certificates: made per run, so a short life suffices
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class Registry:
     port: int
     username: str
     password: str
-    ca_dir: Path   # holds only ca.pem: the value of SSL_CERT_DIR for clients
+    ca_dir: Path  # holds only ca.pem: the value of SSL_CERT_DIR for clients
 
     @property
     def host(self) -> str:
@@ -71,16 +71,18 @@ class Registry:
 def _require(command: str, package: str) -> str:
     found = shutil.which(command)
     if not found:
-        raise ImageError(f"`{command}` not found: install the Debian package {package} "
-                         "(setup/apt-packages.txt, `make setup`)")
+        raise ImageError(
+            f"`{command}` not found: install the Debian package {package} (setup/apt-packages.txt, `make setup`)"
+        )
     return found
 
 
 def _run(argv, **kwargs) -> subprocess.CompletedProcess:
     proc = subprocess.run(argv, text=True, capture_output=True, timeout=60, **kwargs)
     if proc.returncode != 0:
-        raise ImageError(f"`{' '.join(map(str, argv))}` failed with exit code {proc.returncode}:\n"
-                         f"{proc.stderr.strip()[-2000:]}")
+        raise ImageError(
+            f"`{' '.join(map(str, argv))}` failed with exit code {proc.returncode}:\n{proc.stderr.strip()[-2000:]}"
+        )
     return proc
 
 
@@ -92,15 +94,65 @@ def make_certificates(folder: Path) -> Path:
     ca_dir = folder / "ca"
     ca_dir.mkdir(parents=True, exist_ok=True)
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-noenc"]
-    _run([openssl, "req", "-x509", *ec, "-days", str(CERT_DAYS), "-subj", "/CN=onestack test registry CA",
-          "-keyout", folder / "ca.key", "-out", ca_dir / "ca.pem",
-          "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"])
-    _run([openssl, "req", *ec, "-subj", "/CN=127.0.0.1", "-keyout", folder / "server.key",
-          "-out", folder / "server.csr", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
-          "-addext", "extendedKeyUsage=serverAuth"])
-    _run([openssl, "x509", "-req", "-in", folder / "server.csr", "-CA", ca_dir / "ca.pem",
-          "-CAkey", folder / "ca.key", "-CAserial", folder / "ca.srl", "-CAcreateserial", "-days", str(CERT_DAYS),
-          "-copy_extensions", "copyall", "-out", folder / "server.pem"])
+    _run(
+        [
+            openssl,
+            "req",
+            "-x509",
+            *ec,
+            "-days",
+            str(CERT_DAYS),
+            "-subj",
+            "/CN=onestack test registry CA",
+            "-keyout",
+            folder / "ca.key",
+            "-out",
+            ca_dir / "ca.pem",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ]
+    )
+    _run(
+        [
+            openssl,
+            "req",
+            *ec,
+            "-subj",
+            "/CN=127.0.0.1",
+            "-keyout",
+            folder / "server.key",
+            "-out",
+            folder / "server.csr",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+            "-addext",
+            "extendedKeyUsage=serverAuth",
+        ]
+    )
+    _run(
+        [
+            openssl,
+            "x509",
+            "-req",
+            "-in",
+            folder / "server.csr",
+            "-CA",
+            ca_dir / "ca.pem",
+            "-CAkey",
+            folder / "ca.key",
+            "-CAserial",
+            folder / "ca.srl",
+            "-CAcreateserial",
+            "-days",
+            str(CERT_DAYS),
+            "-copy_extensions",
+            "copyall",
+            "-out",
+            folder / "server.pem",
+        ]
+    )
     # OpenSSL finds a CA in a directory only by its subject-hash name.
     _run([openssl, "rehash", ca_dir])
     return ca_dir
@@ -159,19 +211,37 @@ def running(folder: Path, username: str = "onestack", password: str = "") -> Ite
     block ends; it is stopped (and waited for) however the block ends."""
     command = _require(REGISTRY_COMMAND, "docker-registry")
     folder.mkdir(parents=True, exist_ok=True)
-    registry = Registry(folder=folder, port=free_port(), username=username,
-                        password=password or secrets.token_urlsafe(16), ca_dir=make_certificates(folder))
+    registry = Registry(
+        folder=folder,
+        port=free_port(),
+        username=username,
+        password=password or secrets.token_urlsafe(16),
+        ca_dir=make_certificates(folder),
+    )
     write_bundle(registry.ca_bundle, registry.ca_certificate)
     write_htpasswd(folder / "htpasswd", registry.username, registry.password)
     config = folder / "config.yml"
-    write_atomically(config, render("registry-config.yml", storage=str(folder / "storage"),
-                                    address=registry.host, secret=secrets.token_hex(16),
-                                    certificate=str(folder / "server.pem"), key=str(folder / "server.key"),
-                                    htpasswd=str(folder / "htpasswd")))
+    write_atomically(
+        config,
+        render(
+            "registry-config.yml",
+            storage=str(folder / "storage"),
+            address=registry.host,
+            secret=secrets.token_hex(16),
+            certificate=str(folder / "server.pem"),
+            key=str(folder / "server.key"),
+            htpasswd=str(folder / "htpasswd"),
+        ),
+    )
     log = folder / "registry.log"
     with open(log, "w") as out:
-        process = subprocess.Popen([command, "serve", str(config)], stdout=out, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        process = subprocess.Popen(
+            [command, "serve", str(config)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     try:
         _wait_until_serving(registry, process, log)
         yield registry
@@ -183,10 +253,14 @@ def _wait_until_serving(registry: Registry, process: subprocess.Popen, log: Path
     deadline = time.monotonic() + STARTUP_SECONDS
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise ImageError(f"{REGISTRY_COMMAND} exited with code {process.returncode} on start "
-                             f"(config {registry.folder / 'config.yml'}):\n{log.read_text()[-2000:]}")
+            raise ImageError(
+                f"{REGISTRY_COMMAND} exited with code {process.returncode} on start "
+                f"(config {registry.folder / 'config.yml'}):\n{log.read_text()[-2000:]}"
+            )
         if _answers(registry):
             return
         time.sleep(0.2)
-    raise ImageError(f"{REGISTRY_COMMAND} did not answer on https://{registry.host}/v2/ within "
-                     f"{STARTUP_SECONDS} s; its log {log}:\n{log.read_text()[-2000:]}")
+    raise ImageError(
+        f"{REGISTRY_COMMAND} did not answer on https://{registry.host}/v2/ within "
+        f"{STARTUP_SECONDS} s; its log {log}:\n{log.read_text()[-2000:]}"
+    )

@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 from onestack import render
-from onestack.spack.environment import DISPATCHER
-from onestack.stack import cpus
+from onestack.stack import DISPATCHER, cpus
 from onestack.stack.flavors import Flavor
 
 TEMPLATES = Path(__file__).resolve().parent.parent.parent / "modulefiles" / "templates"
@@ -77,7 +76,12 @@ def write(release: Path, flavor: Flavor, roots: Dict[str, dict]) -> dict:
     names = programs(flavor, builds)
     for name in [*names, CHECK]:
         _link(dispatcher, folder / "bin" / name)
-    render.write(TEMPLATES, "levels.conf.j2", folder / "levels.conf", flavor=flavor, levels=builds,
-                 release=release.name)
-    return {"bin": str(folder / "bin"), "check": str(folder / "bin" / CHECK), "levels": [lv for lv, _ in builds],
-            "programs": len(names)}
+    render.write(
+        TEMPLATES, "levels.conf.j2", folder / "levels.conf", flavor=flavor, levels=builds, release=release.name
+    )
+    return {
+        "bin": str(folder / "bin"),
+        "check": str(folder / "bin" / CHECK),
+        "levels": [lv for lv, _ in builds],
+        "programs": len(names),
+    }

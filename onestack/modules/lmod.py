@@ -40,7 +40,8 @@ def build_spider_cache(cache_dir: Path, modulepath: List[Path]) -> None:
     tool = root() / "libexec" / "update_lmod_system_cache_files"
     proc = subprocess.run(
         [str(tool), "-d", str(cache_dir), "-t", str(cache_dir / "timestamp"), ":".join(map(str, modulepath))],
-        text=True, capture_output=True,
+        text=True,
+        capture_output=True,
     )
     if proc.returncode != 0:
         raise LmodError(f"update_lmod_system_cache_files failed:\n{proc.stdout}{proc.stderr}")
@@ -50,8 +51,7 @@ def clean_shell(init: Path, commands: str) -> subprocess.CompletedProcess:
     """Run bash commands in a clean environment after sourcing a tree's init script."""
     env = {"HOME": os.environ.get("HOME", "/"), "PATH": "/usr/bin:/bin", "TERM": "dumb"}
     script = f"set -e\nsource {shlex.quote(str(init))}\n{commands}\n"
-    return subprocess.run(["bash", "--noprofile", "--norc", "-c", script], env=env, text=True,
-                          capture_output=True)
+    return subprocess.run(["bash", "--noprofile", "--norc", "-c", script], env=env, text=True, capture_output=True)
 
 
 def check_loads(init: Path, module: str) -> None:
@@ -64,9 +64,12 @@ def time_command(init: Path, command: str, runs: int, use_cache: bool) -> List[f
     """Milliseconds of one `module <command>` (e.g. "avail"), timed inside a
     clean shell, per run (the first, cold run is discarded as warm-up); the
     command reaches the script as a variable, never as script text."""
-    script = ("[ -n \"$USE_CACHE\" ] || unset LMOD_RC\n"
-              "for i in $(seq 0 \"$RUNS\"); do module purge >/dev/null 2>&1; s=$(date +%s%N)\n"
-              "module $COMMAND >/dev/null 2>&1\ne=$(date +%s%N); echo $(( (e - s) / 1000 ))\ndone")
-    proc = clean_shell(init, f"USE_CACHE={'1' if use_cache else ''} RUNS={int(runs)} "
-                             f"COMMAND={shlex.quote(command)}\n{script}")
+    script = (
+        '[ -n "$USE_CACHE" ] || unset LMOD_RC\n'
+        'for i in $(seq 0 "$RUNS"); do module purge >/dev/null 2>&1; s=$(date +%s%N)\n'
+        "module $COMMAND >/dev/null 2>&1\ne=$(date +%s%N); echo $(( (e - s) / 1000 ))\ndone"
+    )
+    proc = clean_shell(
+        init, f"USE_CACHE={'1' if use_cache else ''} RUNS={int(runs)} COMMAND={shlex.quote(command)}\n{script}"
+    )
     return [int(v) / 1000 for v in proc.stdout.split()][1:]

@@ -14,14 +14,13 @@ import shutil
 import stat
 import time
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List
 
 import yaml
 
 from onestack import paths, render, spack, stack
 from onestack.modules import abi, dispatch, lmod
 from onestack.spack import vendor
-from onestack.spack.environment import DISPATCHER, preload_packages
 from onestack.stack.flavors import Flavor
 
 TEMPLATES = paths.REPO / "modulefiles" / "templates"
@@ -108,10 +107,15 @@ def _spack_modules(release: Path, selected: List[Flavor], roots: Dict[str, dict]
     root = release / "spack"
     scope = release / "spack-scope"
     scope.mkdir()
-    per_install = {f"/{roots[f.spack_spec]['hash']}": {"environment": {"prepend_path": {
-        "PATH": str(dispatch.bin_dir(release, f))}}} for f in selected}
-    (scope / "modules.yaml").write_text(yaml.safe_dump({"modules": {"default": {
-        "roots": {"lmod": str(root)}, "lmod": per_install}}}))
+    per_install = {
+        f"/{roots[f.spack_spec]['hash']}": {
+            "environment": {"prepend_path": {"PATH": str(dispatch.bin_dir(release, f))}}
+        }
+        for f in selected
+    }
+    (scope / "modules.yaml").write_text(
+        yaml.safe_dump({"modules": {"default": {"roots": {"lmod": str(root)}, "lmod": per_install}}})
+    )
     spack.run("-C", str(scope), "module", "lmod", "refresh", "-y", "--delete-tree", quiet=True)
     index = yaml.safe_load((root / "module-index.yaml").read_text())["module_index"]
     return {h: entry["use_name"] for h, entry in index.items()}
@@ -130,29 +134,6 @@ def _module_of(names: Dict[str, str], node: dict, flavor: Flavor) -> str:
     return names[node["hash"]]
 
 
-def installed_roots(selected: List[Flavor]) -> Tuple[List[Flavor], Dict[str, dict]]:
-    """The flavors of selected that are built, and the concrete installed root
-    of each and of each MPI runtime, by abstract spec (spack/inside/flavor_roots.py).
-    A flavor not built here is left out of the release, and said so."""
-    wanted = {f.spack_spec: f.module_name for f in selected}
-    runtimes = {r.spec: r.module_name for r in stack.load().runtimes}
-    runtimes[DISPATCHER] = "the CPU dispatcher (onestack-dispatch)"
-    runtimes.update({p: f"{p}, preloaded by flavors (components.yaml `preload`)" for p in preload_packages(selected)})
-    levels = [spec for f in selected for _, spec in f.levels]
-    roots = spack.query("flavor_roots", json.dumps(list(wanted) + list(runtimes) + levels))
-    for spec, module in runtimes.items():
-        if not roots.get(spec) or not roots[spec]["installed"]:
-            raise PublishError(f"{module}: not installed; run `make stack` to build it")
-    built = [f for f in selected if roots.get(f.spack_spec) and roots[f.spack_spec]["installed"]]
-    for flavor in selected:
-        if flavor not in built:
-            print(f"==> publish: {flavor.module_name} is not built here, left out "
-                  f"(`make stack FLAVORS={flavor.module_name}` builds it)")
-    if not built:
-        raise PublishError("none of the selected flavors is built: run `make stack`")
-    return built, roots
-
-
 def _fingerprint(selected: List[Flavor], roots: Dict[str, dict]) -> str:
     """What a release is made of: installed hashes and the files that shape modules."""
     digest = hashlib.sha256()
@@ -161,28 +142,40 @@ def _fingerprint(selected: List[Flavor], roots: Dict[str, dict]) -> str:
     for spec in sorted(s for s in roots if roots[s]):
         digest.update(f"{spec} {roots[spec]['hash']}\n".encode())
     # This file too: a change of what publish writes must make a new release.
-    sources = [Path(__file__), paths.REPO / "modulefiles" / "modules.yaml", *sorted(TEMPLATES.iterdir()),
-               *sorted(paths.environments_dir().glob("*.yaml")), vendor.VENDOR, paths.site_dir() / "site.yaml"]
+    sources = [
+        Path(__file__),
+        paths.REPO / "modulefiles" / "modules.yaml",
+        *sorted(TEMPLATES.iterdir()),
+        *sorted(paths.environments_dir().glob("*.yaml")),
+        vendor.VENDOR,
+        paths.site_dir() / "site.yaml",
+    ]
     for file in sources:
         digest.update(file.read_bytes())
     return digest.hexdigest()
 
 
-def _flavor_modules(release: Path, selected: List[Flavor], roots: Dict[str, dict],
-                    names: Dict[str, str]) -> None:
+def _flavor_modules(release: Path, selected: List[Flavor], roots: Dict[str, dict], names: Dict[str, str]) -> None:
     for flavor in selected:
         root = roots[flavor.spack_spec]
         providers = root["providers"]
-        math_line = ", ".join(
-            f"{v}={providers[v]['name']}@{providers[v]['version']}" for v in flavor.app.math_uses
-        )
+        math_line = ", ".join(f"{v}={providers[v]['name']}@{providers[v]['version']}" for v in flavor.app.math_uses)
         modules = {k: _module_of(names, root[k], flavor) for k in ("compiler", "mpi")}
         modules["app"] = _module_of(names, root, flavor)
-        _render("flavor.lua.j2", release / "flavors" / flavor.app.module / f"{flavor.name}.lua",
-                flavor=flavor, root=root, modules=modules, math_line=math_line, release=release.name,
-                source_file=flavor.app.file.relative_to(flavor.app.file.parent.parent), site=stack.load().site,
-                launcher_dir=_launcher_dir(release, flavor), dispatch=dispatch.write(release, flavor, roots),
-                preload_path=flavor.preload.path(roots[flavor.preload.package]["prefix"]) if flavor.preload else "")
+        _render(
+            "flavor.lua.j2",
+            release / "flavors" / flavor.app.module / f"{flavor.name}.lua",
+            flavor=flavor,
+            root=root,
+            modules=modules,
+            math_line=math_line,
+            release=release.name,
+            source_file=flavor.app.file.relative_to(flavor.app.file.parent.parent),
+            site=stack.load().site,
+            launcher_dir=_launcher_dir(release, flavor),
+            dispatch=dispatch.write(release, flavor, roots),
+            preload_path=flavor.preload.path(roots[flavor.preload.package]["prefix"]) if flavor.preload else "",
+        )
 
 
 def _launcher_dir(release: Path, flavor: Flavor) -> str:
@@ -192,8 +185,10 @@ def _launcher_dir(release: Path, flavor: Flavor) -> str:
         return ""
     target = shutil.which(flavor.mpi_launcher)
     if target is None:
-        raise PublishError(f"{flavor.module_name}: the launcher {flavor.mpi_launcher} of MPI '{flavor.mpi}' is "
-                           "not on PATH (environments/components.yaml `launcher`); install that MPI's runtime")
+        raise PublishError(
+            f"{flavor.module_name}: the launcher {flavor.mpi_launcher} of MPI '{flavor.mpi}' is "
+            "not on PATH (environments/components.yaml `launcher`); install that MPI's runtime"
+        )
     folder = release / "launchers" / flavor.mpi / "bin"
     folder.mkdir(parents=True, exist_ok=True)
     if not (folder / "mpirun").is_symlink():
@@ -209,8 +204,12 @@ def _default_flavors(release: Path, selected: List[Flavor]) -> None:
     for app in {f.app.module: f.app for f in selected}.values():
         default = f"{app.module}/{app.default_flavor}"
         if default in published:
-            _render("modulerc.lua.j2", release / "flavors" / app.module / ".modulerc.lua", default=default,
-                    site=stack.load().site)
+            _render(
+                "modulerc.lua.j2",
+                release / "flavors" / app.module / ".modulerc.lua",
+                default=default,
+                site=stack.load().site,
+            )
 
 
 def _runtime_modules(release: Path, roots: Dict[str, dict]) -> List[str]:
@@ -222,12 +221,23 @@ def _runtime_modules(release: Path, roots: Dict[str, dict]) -> List[str]:
         shim = release / "mpi-runtime" / runtime.name
         abi.link_aliases(runtime.abi, layout["component_dir"] / "lib", shim / "lib")
         for launcher in ("mpirun", "mpiexec"):
-            _render("mpirun-check.sh.j2", shim / "bin" / launcher, mode=0o755, module=runtime.module_name,
-                    release=release.name,
-                    launcher=layout["component_dir"] / vendor.every()[root["name"]]["launcher"])
-        _render("mpi-runtime.lua.j2", release / "flavors" / "mpi-runtime" / f"{runtime.name}.lua",
-                runtime=runtime, root=root, release=release.name, shim_dir=shim,
-                vendor_env={"set": layout["set"], "prepend": layout["prepend"]})
+            _render(
+                "mpirun-check.sh.j2",
+                shim / "bin" / launcher,
+                mode=0o755,
+                module=runtime.module_name,
+                release=release.name,
+                launcher=layout["component_dir"] / vendor.every()[root["name"]]["launcher"],
+            )
+        _render(
+            "mpi-runtime.lua.j2",
+            release / "flavors" / "mpi-runtime" / f"{runtime.name}.lua",
+            runtime=runtime,
+            root=root,
+            release=release.name,
+            shim_dir=shim,
+            vendor_env={"set": layout["set"], "prepend": layout["prepend"]},
+        )
         written.append(runtime.module_name)
     return written
 
@@ -239,10 +249,16 @@ def release_manifest(release: Path) -> dict:
 
 def _init_files(release: Path, example: str) -> None:
     modulepath = ":".join(str(p) for p in [release / "flavors", *_core_dirs(release)])
-    _render("init-bash.j2", release / "init" / "bash", release=release.name, example=example,
-            lmod_init=lmod.init_dir(), modulepath=modulepath, lmodrc=release / "init" / "lmodrc.lua")
-    _render("lmodrc.lua.j2", release / "init" / "lmodrc.lua", release=release.name,
-            cache_dir=release / "cache")
+    _render(
+        "init-bash.j2",
+        release / "init" / "bash",
+        release=release.name,
+        example=example,
+        lmod_init=lmod.init_dir(),
+        modulepath=modulepath,
+        lmodrc=release / "init" / "lmodrc.lua",
+    )
+    _render("lmodrc.lua.j2", release / "init" / "lmodrc.lua", release=release.name, cache_dir=release / "cache")
 
 
 def _switch_current(release: Path) -> None:
@@ -258,7 +274,7 @@ def publish(selected: List[Flavor], force: bool = False) -> Path:
     """Generate, check and switch to a new release of the module tree with the
     built flavors of selected; nothing is generated when the live release was
     made from the same inputs (unless forced)."""
-    selected, roots = installed_roots([f for f in selected if f.published])
+    selected, roots = spack.installed([f for f in selected if f.published])
     fingerprint = _fingerprint(selected, roots)
     live = current_link().is_symlink() and release_manifest(current_release())["fingerprint"]
     if live == fingerprint and not force:
@@ -277,8 +293,7 @@ def publish(selected: List[Flavor], force: bool = False) -> Path:
     lmod.build_spider_cache(release / "cache", modulepath)
     for flavor in selected:
         lmod.check_loads(release / "init" / "bash", flavor.module_name)
-    manifest = {"flavors": [f.module_name for f in selected], "runtimes": runtime_modules,
-                "fingerprint": fingerprint}
+    manifest = {"flavors": [f.module_name for f in selected], "runtimes": runtime_modules, "fingerprint": fingerprint}
     (release / COMPLETE_MARK).write_text(json.dumps(manifest, indent=1) + "\n")
     _make_read_only(release)
     _switch_current(release)

@@ -1,6 +1,27 @@
 """Test problems (tests/problems/): as data (problem.py), how they run
 (runner.py) and how their output is checked (check.py)."""
 
-from onestack.problems.problem import (  # noqa: F401
-    Problem, ProblemError, across_nodes_problem, apps, emulation_problem, full_size, load)
-from onestack.problems.runner import How, Outcome, execute, run  # noqa: F401
+from onestack.problems.problem import (
+    Problem,
+    ProblemError,
+    across_nodes_problem,
+    apps,
+    emulation_problem,
+    full_size,
+    load,
+)
+from onestack.problems.runner import How, Outcome, execute, run
+
+__all__ = [
+    "How",
+    "Outcome",
+    "Problem",
+    "ProblemError",
+    "across_nodes_problem",
+    "apps",
+    "emulation_problem",
+    "execute",
+    "full_size",
+    "load",
+    "run",
+]

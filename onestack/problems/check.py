@@ -36,8 +36,10 @@ class Check:
         verdict = "ok" if self.passed else "FAILED"
         if self.bound:
             return f"{self.name}: {self.value} (at most {self.reference}) {verdict}"
-        return (f"{self.name}: {self.value} vs reference {self.reference} "
-                f"(|diff| {abs(self.value - self.reference):.3g}, tolerance {self.tolerance}) {verdict}")
+        return (
+            f"{self.name}: {self.value} vs reference {self.reference} "
+            f"(|diff| {abs(self.value - self.reference):.3g}, tolerance {self.tolerance}) {verdict}"
+        )
 
 
 def number(text):
@@ -86,8 +88,10 @@ def ranks_error(pattern, ranks, output):
     counts = values(pattern, output)
     if counts and counts == [ranks] * len(counts):
         return ""
-    return (f"expected one job of {ranks} ranks, the program reported {counts or 'no rank count'} "
-            "(is mpirun this MPI's own launcher?)")
+    return (
+        f"expected one job of {ranks} ranks, the program reported {counts or 'no rank count'} "
+        "(is mpirun this MPI's own launcher?)"
+    )
 
 
 # Runs across nodes start each rank through this, so that it names its host

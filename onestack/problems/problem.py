@@ -50,8 +50,9 @@ class Problem:
 
     def checker_spec(self) -> str:
         """What the image's checker reads (check.py main): a Python literal."""
-        return repr({"ranks": self.spec["ranks"], "ranks_pattern": self.spec["ranks_pattern"],
-                     "checks": self.spec["checks"]})
+        return repr(
+            {"ranks": self.spec["ranks"], "ranks_pattern": self.spec["ranks_pattern"], "checks": self.spec["checks"]}
+        )
 
 
 def _folder() -> Path:
@@ -85,8 +86,10 @@ def emulation_problem(app: str) -> Problem:
     `emulation_params`, with them."""
     found = [p for p in load(app).values() if "emulation_params" in p.spec]
     if not found:
-        raise ProblemError(f"{PROBLEMS}/{app}/: no problem states emulation_params: add it to one "
-                           "(its params for one process under qemu; {} for none)")
+        raise ProblemError(
+            f"{PROBLEMS}/{app}/: no problem states emulation_params: add it to one "
+            "(its params for one process under qemu; {} for none)"
+        )
     return found[0].sized(found[0]["emulation_params"])
 
 
@@ -94,8 +97,10 @@ def across_nodes_problem(app: str) -> Problem:
     """The case an app runs across the virtual cluster's nodes (`across_nodes`)."""
     found = [p for p in load(app).values() if p["across_nodes"]]
     if len(found) != 1:
-        raise ProblemError(f"{PROBLEMS}/{app}/: {len(found)} problems state across_nodes: true; "
-                           "exactly one must (the case each flavor runs across 2 nodes)")
+        raise ProblemError(
+            f"{PROBLEMS}/{app}/: {len(found)} problems state across_nodes: true; "
+            "exactly one must (the case each flavor runs across 2 nodes)"
+        )
     return found[0]
 
 
@@ -124,11 +129,16 @@ def source_archive(spec: str) -> Path:
     """The verified archive of a version, in the mirror or Spack's download
     cache, by Spack's content-addressed name."""
     sha256 = _declared_sha256().get(spec)
-    found = [f for root in (paths.mirror(), paths.source_cache()) if sha256
-             for f in (root / "_source-cache" / "archive" / sha256[:2]).glob(f"{sha256}*")]
+    found = [
+        f
+        for root in (paths.mirror(), paths.source_cache())
+        if sha256
+        for f in (root / "_source-cache" / "archive" / sha256[:2]).glob(f"{sha256}*")
+    ]
     if not found:
-        raise FileNotFoundError(f"no source archive of {spec} (sha256 {sha256}) in the mirror or source cache: "
-                                "run `make mirror`")
+        raise FileNotFoundError(
+            f"no source archive of {spec} (sha256 {sha256}) in the mirror or source cache: run `make mirror`"
+        )
     return found[0]
 
 
@@ -183,7 +193,8 @@ def _edit(path: Path, replacements: List[List[str]]) -> None:
     text = path.read_text()
     for old, new in replacements:
         if text.count(old) != 1:
-            raise ProblemError(f"{path.name}: edit {old!r} matches {text.count(old)} times, not once: "
-                               "fix `edits` in the problem file")
+            raise ProblemError(
+                f"{path.name}: edit {old!r} matches {text.count(old)} times, not once: fix `edits` in the problem file"
+            )
         text = text.replace(old, new)
     path.write_text(text)

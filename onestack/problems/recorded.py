@@ -18,10 +18,12 @@ RECORDED = "tests/fast/recorded"
 
 def _reference_lines(problem: Problem, reference: str) -> str:
     """The reference file's lines that a check of the problem reads."""
-    patterns = [how.get("reference_pattern", how["pattern"]) for how in problem["checks"].values()
-                if "at_most" not in how and "expected" not in how]
-    return "".join(line + "\n" for line in reference.splitlines()
-                   if any(re.search(p, line) for p in patterns))
+    patterns = [
+        how.get("reference_pattern", how["pattern"])
+        for how in problem["checks"].values()
+        if "at_most" not in how and "expected" not in how
+    ]
+    return "".join(line + "\n" for line in reference.splitlines() if any(re.search(p, line) for p in patterns))
 
 
 def record(init: Path, published: List[str]) -> List[Path]:
@@ -43,7 +45,8 @@ def record(init: Path, published: List[str]) -> List[Path]:
                 if "reference" in problem.spec:
                     reference = (Path(tmp) / problem["reference"]).read_text()
                     (folder / f"{case}.reference").write_text(header + _reference_lines(problem, reference))
-                checks = check.compare(problem["checks"], outcome.output, reference if "reference" in problem.spec
-                                       else "")
+                checks = check.compare(
+                    problem["checks"], outcome.output, reference if "reference" in problem.spec else ""
+                )
                 print(f"==> record-outputs: {problem.name} ({module}): " + "; ".join(map(str, checks)))
     return written

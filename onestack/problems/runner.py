@@ -57,8 +57,7 @@ class Outcome:
         return self.exit in (-signal.SIGILL, 128 + signal.SIGILL) or "Illegal instruction" in self.printed
 
     def checks(self) -> List[check.Check]:
-        reference = (self.workdir / self.problem["reference"]).read_text() if "reference" in self.problem.spec \
-            else ""
+        reference = (self.workdir / self.problem["reference"]).read_text() if "reference" in self.problem.spec else ""
         return check.compare(self.problem["checks"], self.output, reference)
 
     def failure(self) -> str:
@@ -75,8 +74,18 @@ def script(problem: Problem, how: How, rundir: Path, workdir: Path, init: Option
     hosts = list(check.REPORT_HOST) if how.report_hosts else []
     words = [*how.wrapper, *launcher, *hosts] if how.inside else [*launcher, *hosts, *how.wrapper]
     env = [(k, v.replace("{workdir}", str(workdir))) for k, v in problem["env"].items()] + list(how.env)
-    return render.text(TEMPLATES, "run.sh.j2", problem=problem, how=how, init=init, env=env, rundir=rundir,
-                       argv=problem.argv(), words=words + problem.argv(), as_root=os.geteuid() == 0)
+    return render.text(
+        TEMPLATES,
+        "run.sh.j2",
+        problem=problem,
+        how=how,
+        init=init,
+        env=env,
+        rundir=rundir,
+        argv=problem.argv(),
+        words=words + problem.argv(),
+        as_root=os.geteuid() == 0,
+    )
 
 
 def image_test(problem: Problem, out: Path, test_dir: str) -> None:
@@ -88,9 +97,17 @@ def image_test(problem: Problem, out: Path, test_dir: str) -> None:
     # The work folder is made at run time: each value in pieces around {workdir}, which becomes "$work".
     env = [(k, v.split("{workdir}")) for k, v in problem["env"].items()]
     output = problem["output"] if "output" in problem.spec else "onestack-test.out"
-    text = render.text(TEMPLATES, "image-test.sh.j2", problem=problem, test_dir=test_dir, env=env,
-                       rundir=str(rundir.relative_to(out / "files")), words=launcher + problem.argv(),
-                       output=output, reference=problem.get("reference", ""))
+    text = render.text(
+        TEMPLATES,
+        "image-test.sh.j2",
+        problem=problem,
+        test_dir=test_dir,
+        env=env,
+        rundir=str(rundir.relative_to(out / "files")),
+        words=launcher + problem.argv(),
+        output=output,
+        reference=problem.get("reference", ""),
+    )
     (out / "run").write_text(text)
     (out / "run").chmod(0o755)
     (out / "checks.txt").write_text(problem.checker_spec())
@@ -102,8 +119,7 @@ def clean_env() -> dict:
     return {"HOME": os.environ.get("HOME", "/"), "PATH": "/usr/bin:/bin", "TERM": "dumb"}
 
 
-def execute(problem: Problem, how: How, workdir: Path, init: Optional[Path] = None,
-            submit=None) -> Outcome:
+def execute(problem: Problem, how: How, workdir: Path, init: Optional[Path] = None, submit=None) -> Outcome:
     """Lay the problem out in workdir and run it (with submit, as a batch
     job: a function taking the script and returning (exit, printed))."""
     rundir = prepare(problem, workdir)
@@ -113,8 +129,14 @@ def execute(problem: Problem, how: How, workdir: Path, init: Optional[Path] = No
         code, printed = submit(file)
     else:
         try:
-            proc = subprocess.run(["bash", "--noprofile", "--norc", str(file)], env=clean_env(), text=True,
-                                  capture_output=True, timeout=TIMEOUT_S, start_new_session=True)
+            proc = subprocess.run(
+                ["bash", "--noprofile", "--norc", str(file)],
+                env=clean_env(),
+                text=True,
+                capture_output=True,
+                timeout=TIMEOUT_S,
+                start_new_session=True,
+            )
             code, printed = proc.returncode, proc.stdout + proc.stderr
         except subprocess.TimeoutExpired as err:
             code, printed = -signal.SIGKILL, f"killed after {TIMEOUT_S} s\n{err.stdout or ''}{err.stderr or ''}"

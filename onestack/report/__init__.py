@@ -50,7 +50,8 @@ def _check_selection(only: List[str], published: List[str]) -> None:
     if unknown:
         raise problems.ProblemError(
             f"report: {', '.join(unknown)}: neither an application with test problems nor a published flavor "
-            f"(published: {', '.join(published)})")
+            f"(published: {', '.join(published)})"
+        )
 
 
 def _measured_cases(app: str, reduced: bool) -> List[problems.Problem]:
@@ -61,14 +62,19 @@ def _measured_cases(app: str, reduced: bool) -> List[problems.Problem]:
     return cases[:1] if reduced else [problems.full_size(p) for p in cases]
 
 
-def _measure_app(init: Path, app: str, contestants: List[dict], out: Path, reduced: bool, only: List[str],
-                 repeats: int, warmup: bool) -> Optional[dict]:
+def _measure_app(
+    init: Path, app: str, contestants: List[dict], out: Path, reduced: bool, only: List[str], repeats: int, warmup: bool
+) -> Optional[dict]:
     cases = {}
     for problem in _measured_cases(app, reduced):
         results = measure.measure_case(init, contestants, problem, out / "runs" / app / problem.case, repeats, warmup)
         measure.ratios(results, problem)
-        cases[problem.case] = {"results": results, "params": problem["params"], "figures": problem["figures"],
-                               "benchmark": problem["benchmark_only"]}
+        cases[problem.case] = {
+            "results": results,
+            "params": problem["params"],
+            "figures": problem["figures"],
+            "benchmark": problem["benchmark_only"],
+        }
     if not cases:
         return None
     headline = goals._headline(cases)
@@ -77,13 +83,21 @@ def _measure_app(init: Path, app: str, contestants: List[dict], out: Path, reduc
     beyond_noise = best is not None and defaults.clearly_faster(best, default, headline)
     # Only a full run over all of an app's flavors may name its default.
     full = not reduced and (not only or app in only)
-    change = defaults.adopt(app, best, f"report {out.name}: fastest beyond the spread of the runs") \
-        if beyond_noise and full else None
-    return {"app": app, "cases": cases, "fastest": best, "default_change": change,
-            "default_note": defaults.note(best, default, beyond_noise, change),
-            "default_measured_elsewhere": defaults.measured_elsewhere(app),
-            "native_pairs": pairs.measure_pairs(init, contestants, app, out / "pairs", reduced),
-            "emulated": [] if reduced else measure.emulated(init, contestants, app, out / "emulated")}
+    change = (
+        defaults.adopt(app, best, f"report {out.name}: fastest beyond the spread of the runs")
+        if beyond_noise and full
+        else None
+    )
+    return {
+        "app": app,
+        "cases": cases,
+        "fastest": best,
+        "default_change": change,
+        "default_note": defaults.note(best, default, beyond_noise, change),
+        "default_measured_elsewhere": defaults.measured_elsewhere(app),
+        "native_pairs": pairs.measure_pairs(init, contestants, app, out / "pairs", reduced),
+        "emulated": [] if reduced else measure.emulated(init, contestants, app, out / "emulated"),
+    }
 
 
 def _search_peak(init: Path, app: dict, peak_gflops: float, cores: int, out: Path, reduced: bool) -> Optional[dict]:
@@ -92,8 +106,11 @@ def _search_peak(init: Path, app: dict, peak_gflops: float, cores: int, out: Pat
     if not searched or app["fastest"] is None:
         return None
     found = peak_search.search(init, app["fastest"], searched[0], peak_gflops, cores, out / "peak-search", reduced)
-    print(f"==> report: peak search chose {found['best']} ({found['why']})" if found["best"] else
-          f"==> report: peak search: {found['why']}")
+    print(
+        f"==> report: peak search chose {found['best']} ({found['why']})"
+        if found["best"]
+        else f"==> report: peak search: {found['why']}"
+    )
     return found
 
 
@@ -120,21 +137,43 @@ def make(reduced: bool, only: Optional[List[str]] = None) -> Path:
     for a in apps:
         a["peak_search"] = _search_peak(init, a, max(before["samples"]), len(cpus), out, reduced)
     measured_peak = peak.combined(before, peak.measure(cpus))
-    print(f"==> report: measured peak {measured_peak['gflops']:.1f} GFLOPS ({measured_peak['isa']} FMA, "
-          f"{measured_peak['cores']} cores; {len(measured_peak['samples'])} samples before and after the runs: "
-          f"median {measured_peak['median']:.1f}, min {measured_peak['min']:.1f})")
+    print(
+        f"==> report: measured peak {measured_peak['gflops']:.1f} GFLOPS ({measured_peak['isa']} FMA, "
+        f"{measured_peak['cores']} cores; {len(measured_peak['samples'])} samples before and after the runs: "
+        f"median {measured_peak['median']:.1f}, min {measured_peak['min']:.1f})"
+    )
     for a in apps:
         for case, measured in a["cases"].items():
-            measured["charts"] = [page.chart(out, a["app"], case, name, how, measured["results"], measured_peak)
-                                  for name, how in measured["figures"].items()]
+            measured["charts"] = [
+                page.chart(out, a["app"], case, name, how, measured["results"], measured_peak)
+                for name, how in measured["figures"].items()
+            ]
     judged = goals.judge(apps, measured_peak)
     links = interconnect.measure(reduced)
-    print("==> report: MPI ping-pong within a node and between 2 nodes of the virtual cluster:\n"
-          + links.get("table", links.get("skipped", "")))
-    page.write(out, apps=apps, peak=measured_peak, goals=judged, reduced=reduced, repeats=repeats, warmup=warmup,
-               created=out.name, release=publish.current_release().name, interconnect=links, host=cpu)
-    (out / "results.json").write_text(json.dumps({"host": cpu, "peak": measured_peak, "apps": apps, "goals": judged,
-                                                  "interconnect": links}, indent=1, default=str))
+    print(
+        "==> report: MPI ping-pong within a node and between 2 nodes of the virtual cluster:\n"
+        + links.get("table", links.get("skipped", ""))
+    )
+    page.write(
+        out,
+        apps=apps,
+        peak=measured_peak,
+        goals=judged,
+        reduced=reduced,
+        repeats=repeats,
+        warmup=warmup,
+        created=out.name,
+        release=publish.current_release().name,
+        interconnect=links,
+        host=cpu,
+    )
+    (out / "results.json").write_text(
+        json.dumps(
+            {"host": cpu, "peak": measured_peak, "apps": apps, "goals": judged, "interconnect": links},
+            indent=1,
+            default=str,
+        )
+    )
     for goal in judged:
         print(f"==> report: goal {goal['goal']}: {goal['figure']} {goal['verdict']}")
     for a in apps:

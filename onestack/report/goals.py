@@ -46,12 +46,18 @@ def peak_share(goal: dict, app: dict, peak: dict) -> dict:
     not judged when any run beat the peak, as then the peak is what was
     mismeasured."""
     results = _results(app, goal["figure"])
-    medians = [(r["figures"][goal["figure"]]["median"], f"{r['name']}, median") for r in results
-               if r["kind"] == "flavor"]
+    medians = [
+        (r["figures"][goal["figure"]]["median"], f"{r['name']}, median") for r in results if r["kind"] == "flavor"
+    ]
     searched = (app.get("peak_search") or {}).get("best")
     if searched:
-        medians.append((searched["gflops"], f"{app['peak_search']['flavor']}, searched: N={searched['n']} "
-                                             f"NB={searched['block']}, {searched['layout']}"))
+        medians.append(
+            (
+                searched["gflops"],
+                f"{app['peak_search']['flavor']}, searched: N={searched['n']} "
+                f"NB={searched['block']}, {searched['layout']}",
+            )
+        )
     if not medians:
         return {"figure": "-", "verdict": "not measured: no flavor ran"}
     best, where = max(medians)
@@ -59,9 +65,11 @@ def peak_share(goal: dict, app: dict, peak: dict) -> dict:
     share = best / peak["gflops"]
     figure = f"{best:.1f} of {peak['gflops']:.1f} GFLOPS = {share:.0%} ({where})"
     if fastest_run > peak["gflops"]:
-        return {"figure": figure,
-                "verdict": f"not judged: a run reached {fastest_run:.1f} GFLOPS, above the measured peak "
-                           f"(samples {peak['min']:.1f}-{peak['gflops']:.1f}): the peak was measured on a busy CPU"}
+        return {
+            "figure": figure,
+            "verdict": f"not judged: a run reached {fastest_run:.1f} GFLOPS, above the measured peak "
+            f"(samples {peak['min']:.1f}-{peak['gflops']:.1f}): the peak was measured on a busy CPU",
+        }
     return {"figure": figure, "verdict": _verdict(goal, share)}
 
 
@@ -71,16 +79,21 @@ def flavor_over(goal: dict, app: dict, peak: dict) -> dict:
     speedups = []
     for case in _headline(app["cases"]).values():
         how = case["figures"].get(goal["figure"])
-        values = [(r, r["figures"][goal["figure"]]["median"]) for r in case["results"]
-                  if goal["figure"] in r["figures"]]
+        values = [
+            (r, r["figures"][goal["figure"]]["median"]) for r in case["results"] if goal["figure"] in r["figures"]
+        ]
         best = [v for r, v in values if r["kind"] == "flavor"]
         yardstick = [v for r, v in values if r["kind"] == goal["versus"] or r.get("baseline") == goal["versus"]]
         if best and yardstick and how:
             higher = how["better"] == "higher"
             speedups.append(max(best) / yardstick[0] if higher else yardstick[0] / min(best))
     if not speedups:
-        failed = [r["error"] for case in app["cases"].values() for r in case["results"]
-                  if r.get("baseline") == goal["versus"] and r["error"]]
+        failed = [
+            r["error"]
+            for case in app["cases"].values()
+            for r in case["results"]
+            if r.get("baseline") == goal["versus"] and r["error"]
+        ]
         why = f"{goal['versus']} failed its check: {failed[0]}" if failed else f"{goal['versus']} was not measured"
         return {"figure": "-", "verdict": f"not measured: {why}"}
     speedup = statistics.geometric_mean(speedups)
@@ -113,9 +126,11 @@ def _native_row(r: dict) -> str:
     same = r.get("same_build")
     if not same:
         return whole
-    return (f"{whole}, the same build on both sides ({same['folder']}): the gap is the dispatcher's start, "
-            f"{start_cost.describe(same)} x {same['ranks']} ranks = at most {same['bound']:.4%} of the "
-            f"{r['job_s']:.1f} s job")
+    return (
+        f"{whole}, the same build on both sides ({same['folder']}): the gap is the dispatcher's start, "
+        f"{start_cost.describe(same)} x {same['ranks']} ranks = at most {same['bound']:.4%} of the "
+        f"{r['job_s']:.1f} s job"
+    )
 
 
 def preload_gain(goal: dict, app: dict, peak: dict) -> dict:
@@ -148,14 +163,21 @@ def emulated(goal: dict, app: dict, peak: dict) -> dict:
     fat_ok = all(r["fat"]["passed"] for r in rows)
     native_runs = [r["cpu"] for r in rows if r["native"]["passed"]]
     older_runs = [r["cpu"] for r in rows if r["older"] and r["native"]["passed"]]
-    figure = (f"fat: {'runs on all ' + str(len(rows)) if fat_ok else 'FAILS on some'}; native runs on: "
-              f"{', '.join(native_runs) or 'none'} (this CPU: x86-64-{host.level()})")
+    figure = (
+        f"fat: {'runs on all ' + str(len(rows)) if fat_ok else 'FAILS on some'}; native runs on: "
+        f"{', '.join(native_runs) or 'none'} (this CPU: x86-64-{host.level()})"
+    )
     met = fat_ok and not older_runs and any(r["older"] for r in rows)
     return {"figure": figure, "verdict": "met" if met else "MISSED"}
 
 
-KINDS = {"peak_share": peak_share, "flavor_over": flavor_over, "native_gap": native_gap, "emulated": emulated,
-         "preload_gain": preload_gain}
+KINDS = {
+    "peak_share": peak_share,
+    "flavor_over": flavor_over,
+    "native_gap": native_gap,
+    "emulated": emulated,
+    "preload_gain": preload_gain,
+}
 
 
 def judge(apps: List[dict], peak: dict) -> List[dict]:
@@ -165,7 +187,10 @@ def judge(apps: List[dict], peak: dict) -> List[dict]:
     judged = []
     for goal in every():
         app = by_app.get(goal["app"])
-        result = KINDS[goal["kind"]](goal, app, peak) if app else \
-            {"figure": "-", "verdict": f"not measured: {goal['app']} not in this run"}
+        result = (
+            KINDS[goal["kind"]](goal, app, peak)
+            if app
+            else {"figure": "-", "verdict": f"not measured: {goal['app']} not in this run"}
+        )
         judged.append({"goal": goal["goal"], **result})
     return judged

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from onestack import host, paths, problems, spack, stack, status
-from onestack.stack import cpus
 from onestack.problems import How, Problem, check
+from onestack.stack import cpus
 from onestack.stack.flavors import Flavor
 
 
@@ -38,8 +38,13 @@ def contestants(published: List[str]) -> List[dict]:
         if not root or not root["installed"] or host is None:
             print(f"==> report: {build.module_name} not built or no {build.mpi} flavor published: left out")
             continue
-        run = {"name": build.module_name, "label": f"{build.module_name} ({build.kind})", "app": build.app.module,
-               "kind": build.kind, "how": How(modules=(host,), path=(f"{root['prefix']}/bin",))}
+        run = {
+            "name": build.module_name,
+            "label": f"{build.module_name} ({build.kind})",
+            "app": build.app.module,
+            "kind": build.kind,
+            "how": How(modules=(host,), path=(f"{root['prefix']}/bin",)),
+        }
         # A native twin runs right after its fat flavor, so that the two meet
         # the machine in the same state (see round_order).
         names = [r["name"] for r in runs]
@@ -55,9 +60,16 @@ def _without_preload(flavor: Flavor) -> List[dict]:
     itself: the before and after of the remedy, side by side."""
     if not flavor.preload:
         return []
-    return [{"name": f"{flavor.module_name}-without-preload", "of": flavor.module_name,
-             "label": f"{flavor.module_name} (without {flavor.preload.package})", "app": flavor.app.module,
-             "kind": "without_preload", "how": How(modules=(flavor.module_name,), unset=("LD_PRELOAD",))}]
+    return [
+        {
+            "name": f"{flavor.module_name}-without-preload",
+            "of": flavor.module_name,
+            "label": f"{flavor.module_name} (without {flavor.preload.package})",
+            "app": flavor.app.module,
+            "kind": "without_preload",
+            "how": How(modules=(flavor.module_name,), unset=("LD_PRELOAD",)),
+        }
+    ]
 
 
 def _same_mpi(flavor: Flavor, build: Flavor) -> bool:
@@ -72,9 +84,16 @@ def _baselines(every) -> List[dict]:
         for name, base in app.baselines:
             path = _baseline_path(name, base)
             if path is not None:
-                runs.append({"name": f"{app.module}/{name}", "label": f"{name} (baseline)", "app": app.module,
-                             "kind": "baseline", "baseline": name,
-                             "how": How(path=path, launcher=(base["launcher"], "-n", "{ranks}"))})
+                runs.append(
+                    {
+                        "name": f"{app.module}/{name}",
+                        "label": f"{name} (baseline)",
+                        "app": app.module,
+                        "kind": "baseline",
+                        "baseline": name,
+                        "how": How(path=path, launcher=(base["launcher"], "-n", "{ranks}")),
+                    }
+                )
     return runs
 
 
@@ -82,8 +101,9 @@ def _baseline_path(name: str, base: dict) -> Optional[tuple]:
     """The folders to put first on PATH for a baseline (none for an OS
     package); None, said why, when it is not on this machine."""
     if "apt" in base:
-        installed = subprocess.run(["dpkg-query", "-W", "-f=${Status}", base["apt"]],
-                                   capture_output=True, text=True).stdout.endswith("installed")
+        installed = subprocess.run(
+            ["dpkg-query", "-W", "-f=${Status}", base["apt"]], capture_output=True, text=True
+        ).stdout.endswith("installed")
         if not installed:
             print(f"==> report: baseline {name} left out: Debian package {base['apt']} is not installed")
         return () if installed else None
@@ -100,11 +120,13 @@ def _pip_baseline(name: str, requirement: str) -> Optional[Path]:
     if not (stamp.is_file() and stamp.read_text() == requirement):
         print(f"==> report: baseline {name}: pip install {requirement}", flush=True)
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-        pip = subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check",
-                              requirement], capture_output=True, text=True)
+        pip = subprocess.run(
+            [str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check", requirement],
+            capture_output=True,
+            text=True,
+        )
         if pip.returncode != 0:
-            print(f"==> report: baseline {name} left out: pip could not install {requirement}:\n"
-                  f"{pip.stderr[-1500:]}")
+            print(f"==> report: baseline {name} left out: pip could not install {requirement}:\n{pip.stderr[-1500:]}")
             return None
         stamp.write_text(requirement)
     return venv / "bin"
@@ -120,8 +142,9 @@ def round_order(runs: List[dict], i: int) -> List[dict]:
     return runs[k:] + runs[:k]
 
 
-def measure_case(init: Path, runs: List[dict], problem: Problem, casedir: Path, repeats: int,
-                 warmup: bool) -> List[dict]:
+def measure_case(
+    init: Path, runs: List[dict], problem: Problem, casedir: Path, repeats: int, warmup: bool
+) -> List[dict]:
     """Every contestant on one case, in rounds: each round runs each
     contestant once, so a drift of the machine's speed (other tenants, clock
     changes) falls on all of them alike instead of on whoever ran last.
@@ -131,9 +154,12 @@ def measure_case(init: Path, runs: List[dict], problem: Problem, casedir: Path, 
     for i in range(repeats + (1 if warmup else 0)):
         counted = not (warmup and i == 0)
         order = [c for c in round_order(runs, i) if c["name"] not in errors]
-        print(f"==> report: {problem.case}: "
-              f"{'warm-up round' if not counted else f'round {i + 1 - warmup} of {repeats}'}"
-              f" ({', '.join(c['label'] for c in order)})", flush=True)
+        print(
+            f"==> report: {problem.case}: "
+            f"{'warm-up round' if not counted else f'round {i + 1 - warmup} of {repeats}'}"
+            f" ({', '.join(c['label'] for c in order)})",
+            flush=True,
+        )
         for c in order:
             outcome, error = run_once(init, c, problem, casedir / c["name"].replace("/", "_") / f"run{i}")
             if error:  # a broken contestant is reported, the others still measured
@@ -141,11 +167,19 @@ def measure_case(init: Path, runs: List[dict], problem: Problem, casedir: Path, 
             elif counted:
                 for name, value in figures(problem, outcome.output).items():
                     samples[c["name"]].setdefault(name, []).append(value)
-    return [{**c, "error": errors.get(c["name"]),
-             "figures": {} if c["name"] in errors else
-             {name: {"median": statistics.median(v), "min": min(v), "max": max(v), "n": len(v)}
-              for name, v in samples[c["name"]].items()}}
-            for c in runs]
+    return [
+        {
+            **c,
+            "error": errors.get(c["name"]),
+            "figures": {}
+            if c["name"] in errors
+            else {
+                name: {"median": statistics.median(v), "min": min(v), "max": max(v), "n": len(v)}
+                for name, v in samples[c["name"]].items()
+            },
+        }
+        for c in runs
+    ]
 
 
 def figures(problem: Problem, output: str) -> Dict[str, float]:
@@ -196,11 +230,19 @@ def emulated(init: Path, runs: List[dict], app: str, workdir: Path) -> List[dict
             row = {"cpu": g["qemu"], "isa": g["isa"], "older": g["x86_64_level"] < host.level()}
             for key, c in (("fat", fat), ("native", twin)):
                 how = How(modules=c["how"].modules, path=c["how"].path, emulate=g["qemu"])
-                outcome = problems.execute(problems.emulation_problem(app), how,
-                                           workdir / app / g["qemu"] / c["name"].replace("/", "_"), init)
+                outcome = problems.execute(
+                    problems.emulation_problem(app), how, workdir / app / g["qemu"] / c["name"].replace("/", "_"), init
+                )
                 passed = outcome.exit == 0 and all(ch.passed for ch in outcome.checks())
-                row[key] = {"label": c["label"], "exit": outcome.exit, "passed": passed,
-                            "outcome": "ran, passed its check" if passed else
-                            "illegal instruction (SIGILL)" if outcome.sigill else f"failed (exit {outcome.exit})"}
+                row[key] = {
+                    "label": c["label"],
+                    "exit": outcome.exit,
+                    "passed": passed,
+                    "outcome": "ran, passed its check"
+                    if passed
+                    else "illegal instruction (SIGILL)"
+                    if outcome.sigill
+                    else f"failed (exit {outcome.exit})",
+                }
             rows.append(row)
     return rows

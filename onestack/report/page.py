@@ -13,6 +13,7 @@ TEMPLATE = "report.html.j2"
 
 def chart(out: Path, app: str, case: str, name: str, how: dict, results: List[dict], peak: Optional[dict]) -> str:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -21,15 +22,19 @@ def chart(out: Path, app: str, case: str, name: str, how: dict, results: List[di
     # names such as hpl/openblas-mvapich2 ran into each other).
     labels = [r["label"].removeprefix(f"{app}/").replace(" (", "\n(") for r in rows]
     medians = [r["figures"][name]["median"] for r in rows]
-    spread = [[m - r["figures"][name]["min"] for m, r in zip(medians, rows)],
-              [r["figures"][name]["max"] - m for m, r in zip(medians, rows)]]
+    spread = [
+        [m - r["figures"][name]["min"] for m, r in zip(medians, rows)],
+        [r["figures"][name]["max"] - m for m, r in zip(medians, rows)],
+    ]
     fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(rows), 3.6))
-    colors = [{"reference": "#999999", "native": "#dd6b20", "baseline": "#805ad5"}.get(r["kind"], "#2b6cb0")
-              for r in rows]
+    colors = [
+        {"reference": "#999999", "native": "#dd6b20", "baseline": "#805ad5"}.get(r["kind"], "#2b6cb0") for r in rows
+    ]
     ax.bar(range(len(rows)), medians, yerr=spread, capsize=4, color=colors)
     if peak and how["unit"] == "GFLOPS":
-        ax.axhline(peak["gflops"], color="#c53030", linestyle="--",
-                   label=f"measured FMA peak {peak['gflops']:.0f} GFLOPS")
+        ax.axhline(
+            peak["gflops"], color="#c53030", linestyle="--", label=f"measured FMA peak {peak['gflops']:.0f} GFLOPS"
+        )
         ax.legend(loc="upper right", fontsize=8)
     ax.set_xticks(range(len(rows)), labels, fontsize=8)
     ax.set_ylabel(f"{name} ({how['unit']}, {how['better']} is better)")
@@ -43,8 +48,9 @@ def chart(out: Path, app: str, case: str, name: str, how: dict, results: List[di
 
 def write(out: Path, **values) -> Path:
     """index.html; every value HTML-escaped (a flavor's error text included)."""
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(paths.REPO / "report")), autoescape=True,
-                             undefined=jinja2.StrictUndefined)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(paths.REPO / "report")), autoescape=True, undefined=jinja2.StrictUndefined
+    )
     page = out / "index.html"
     page.write_text(env.get_template(TEMPLATE).render(**values))
     return page

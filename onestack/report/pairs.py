@@ -33,10 +33,37 @@ SAME_BUILD_PAIRS = 6
 TIME_BUDGET_S = 30 * 60  # per application: the report stays within an evening
 
 # Student's t, two-sided 95%, by degrees of freedom (beyond: 1.96 is close).
-_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-        11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
-        20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048,
-        29: 2.045}
+_T95 = {
+    1: 12.706,
+    2: 4.303,
+    3: 3.182,
+    4: 2.776,
+    5: 2.571,
+    6: 2.447,
+    7: 2.365,
+    8: 2.306,
+    9: 2.262,
+    10: 2.228,
+    11: 2.201,
+    12: 2.179,
+    13: 2.160,
+    14: 2.145,
+    15: 2.131,
+    16: 2.120,
+    17: 2.110,
+    18: 2.101,
+    19: 2.093,
+    20: 2.086,
+    21: 2.080,
+    22: 2.074,
+    23: 2.069,
+    24: 2.064,
+    25: 2.060,
+    26: 2.056,
+    27: 2.052,
+    28: 2.048,
+    29: 2.045,
+}
 
 
 def interval(ratios: List[float]) -> Dict[str, float]:
@@ -47,8 +74,12 @@ def interval(ratios: List[float]) -> Dict[str, float]:
     if len(logs) < 2:
         return {"gap": math.exp(mean) - 1, "low": -math.inf, "high": math.inf, "pairs": len(logs)}
     half = _T95.get(len(logs) - 1, 1.96) * statistics.stdev(logs) / math.sqrt(len(logs))
-    return {"gap": math.exp(mean) - 1, "low": math.exp(mean - half) - 1, "high": math.exp(mean + half) - 1,
-            "pairs": len(logs)}
+    return {
+        "gap": math.exp(mean) - 1,
+        "low": math.exp(mean - half) - 1,
+        "high": math.exp(mean + half) - 1,
+        "pairs": len(logs),
+    }
 
 
 def resolved(found: Dict[str, float]) -> bool:
@@ -85,16 +116,26 @@ def _pairs(init: Path, fat: dict, native: dict, problem: problems.Problem, workd
     start = time.monotonic()
     while len(ratios) < most:
         pair = (fat, native) if len(ratios) % 2 == 0 else (native, fat)
-        values = {c["name"]: _figure(init, c, problem, workdir / f"pair{len(ratios)}" / c["name"].replace("/", "_"),
-                                     name) for c in pair}
+        values = {
+            c["name"]: _figure(init, c, problem, workdir / f"pair{len(ratios)}" / c["name"].replace("/", "_"), name)
+            for c in pair
+        }
         ratios.append(_slowdown(values[fat["name"]][0], values[native["name"]][0], how["better"]))
         native_seconds.append(values[native["name"]][1])
-        print(f"==> report: {problem.app}: pair {len(ratios)} ({' then '.join(c['label'] for c in pair)}): "
-              f"fat/native {ratios[-1]:.4f}; so far {describe(interval(ratios))}", flush=True)
+        print(
+            f"==> report: {problem.app}: pair {len(ratios)} ({' then '.join(c['label'] for c in pair)}): "
+            f"fat/native {ratios[-1]:.4f}; so far {describe(interval(ratios))}",
+            flush=True,
+        )
         if resolved(interval(ratios)) or time.monotonic() - start > TIME_BUDGET_S:
             break
-    return {"case": problem.case, "figure": name, "ratios": ratios, "job_s": statistics.median(native_seconds),
-            **interval(ratios)}
+    return {
+        "case": problem.case,
+        "figure": name,
+        "ratios": ratios,
+        "job_s": statistics.median(native_seconds),
+        **interval(ratios),
+    }
 
 
 def _same_build(fat: dict, native: dict, ranks: int) -> Optional[dict]:
@@ -105,8 +146,11 @@ def _same_build(fat: dict, native: dict, ranks: int) -> Optional[dict]:
     if folder is None:
         return None
     cost = start_cost.measure(entry_bin)
-    print(f"==> report: {fat['name']} runs its native twin's own build here ({folder}); its dispatcher's start: "
-          f"{start_cost.describe(cost)}", flush=True)
+    print(
+        f"==> report: {fat['name']} runs its native twin's own build here ({folder}); its dispatcher's start: "
+        f"{start_cost.describe(cost)}",
+        flush=True,
+    )
     return {"folder": folder, "ranks": ranks, **cost}
 
 

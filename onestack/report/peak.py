@@ -28,9 +28,12 @@ def measure(cpus: List[int]) -> dict:
 
 def _sample(exe: Path, cpus: List[int]) -> tuple:
     """One sample: the ISA and the GFLOPS summed over the CPUs."""
-    runs = [subprocess.Popen([str(exe)], stdout=subprocess.PIPE, text=True,
-                             preexec_fn=functools.partial(os.sched_setaffinity, 0, {cpu}))
-            for cpu in cpus]
+    runs = [
+        subprocess.Popen(
+            [str(exe)], stdout=subprocess.PIPE, text=True, preexec_fn=functools.partial(os.sched_setaffinity, 0, {cpu})
+        )
+        for cpu in cpus
+    ]
     lines = [r.communicate(timeout=120)[0].split() for r in runs]
     return lines[0][0], sum(float(line[1]) for line in lines)
 
@@ -41,5 +44,10 @@ def combined(before: dict, after: dict) -> dict:
     took one ran at a fraction of the peak (19.5 of 39.7 GFLOPS was seen),
     which made HPL look faster than the CPU. The spread shows how often."""
     samples = before["samples"] + after["samples"]
-    return {**before, "samples": samples, "gflops": max(samples), "min": min(samples),
-            "median": statistics.median(samples)}
+    return {
+        **before,
+        "samples": samples,
+        "gflops": max(samples),
+        "min": min(samples),
+        "median": statistics.median(samples),
+    }

@@ -38,8 +38,9 @@ def chosen_folder(entry_bin: Path) -> str:
 
 
 def _levels(table: Path) -> List[str]:
-    return [line.split()[0] for line in table.read_text().splitlines() if line.strip() and
-            not line.lstrip().startswith("#")]
+    return [
+        line.split()[0] for line in table.read_text().splitlines() if line.strip() and not line.lstrip().startswith("#")
+    ]
 
 
 def _spawn_ns(argv: List[str]) -> int:
@@ -63,7 +64,8 @@ def measure(entry_bin: Path, starts: int = STARTS) -> Dict[str, float]:
         shutil.copy(NOOP, build / "true")
         shutil.copy(entry_bin / "onestack-cpu-check", entry / "true")
         (entry.parent / "levels.conf").write_text(
-            "".join(f"{level} {build}\n" for level in _levels(entry_bin.parent / "levels.conf")))
+            "".join(f"{level} {build}\n" for level in _levels(entry_bin.parent / "levels.conf"))
+        )
         through, direct = [str(entry / "true")], [str(build / "true")]
         diffs = []
         for i in range(starts):
@@ -91,5 +93,7 @@ def same_build(entry_bin: Path, native_bin: str) -> Optional[str]:
 
 
 def describe(cost: Dict[str, float]) -> str:
-    return (f"{cost['ms']:+.3f} ms a start [95% CI {cost['low_ms']:+.3f} .. {cost['high_ms']:+.3f}, "
-            f"{cost['starts']} alternating starts]")
+    return (
+        f"{cost['ms']:+.3f} ms a start [95% CI {cost['low_ms']:+.3f} .. {cost['high_ms']:+.3f}, "
+        f"{cost['starts']} alternating starts]"
+    )

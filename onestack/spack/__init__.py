@@ -5,9 +5,11 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
-from onestack import paths
+from onestack import paths, stack
+from onestack.stack import DISPATCHER, preload_packages
+from onestack.stack.flavors import Flavor
 
 # Scripts run by `spack python` (see query).
 INSIDE_SPACK = Path(__file__).parent / "inside"
@@ -34,19 +36,30 @@ def recipes_fingerprint() -> str:
     environment, the site recipes and their patches, this machine's
     externals, the CPU baseline. (A change of the flavor data changes the
     specs themselves, which Spack solves as new roots.)"""
-    return _digest([paths.REPO / "spack.yaml", paths.environments_dir() / "cpus.yaml",
-                    *sorted(f for f in (paths.REPO / "packages").rglob("*") if f.is_file()),
-                    paths.site_scope() / "packages.yaml"])
+    return _digest(
+        [
+            paths.REPO / "spack.yaml",
+            paths.environments_dir() / "cpus.yaml",
+            *sorted(f for f in (paths.REPO / "packages").rglob("*") if f.is_file()),
+            paths.site_scope() / "packages.yaml",
+        ]
+    )
 
 
 def inputs_fingerprint() -> str:
     """Everything a cell's concretization depends on (the flavor table's
     cache): the recipes' fingerprint, the stack's data and the site's, the
     scripts run inside Spack."""
-    return _digest([paths.REPO / "spack.yaml", *sorted(paths.environments_dir().glob("*")),
-                    paths.site_dir() / "site.yaml", *sorted(f for f in (paths.REPO / "packages").rglob("*")
-                                                             if f.is_file()),
-                    *sorted(INSIDE_SPACK.glob("*.py")), paths.site_scope() / "packages.yaml"])
+    return _digest(
+        [
+            paths.REPO / "spack.yaml",
+            *sorted(paths.environments_dir().glob("*")),
+            paths.site_dir() / "site.yaml",
+            *sorted(f for f in (paths.REPO / "packages").rglob("*") if f.is_file()),
+            *sorted(INSIDE_SPACK.glob("*.py")),
+            paths.site_scope() / "packages.yaml",
+        ]
+    )
 
 
 def _concretized_stamp() -> Path:
@@ -92,3 +105,30 @@ def query(script: str, *args: str):
         sys.stderr.write(proc.stderr)
         raise SpackError(f"spack python {script}.py failed (exit {proc.returncode})")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def installed(selected: List[Flavor]) -> Tuple[List[Flavor], Dict[str, dict]]:
+    """What is installed here, the one question every later step asks: the
+    flavors of selected that are built, and the concrete installed root of
+    each, of its level builds, of each MPI runtime, the dispatcher and the
+    preloaded libraries, by abstract spec (inside/flavor_roots.py). A flavor
+    not built here is left out, and said so; a runtime missing is an error."""
+    wanted = {f.spack_spec: f.module_name for f in selected}
+    runtimes = {r.spec: r.module_name for r in stack.load().runtimes}
+    runtimes[DISPATCHER] = "the CPU dispatcher (onestack-dispatch)"
+    runtimes.update({p: f"{p}, preloaded by flavors (components.yaml `preload`)" for p in preload_packages(selected)})
+    levels = [spec for f in selected for _, spec in f.levels]
+    roots = query("flavor_roots", json.dumps(list(wanted) + list(runtimes) + levels))
+    for spec, module in runtimes.items():
+        if not roots.get(spec) or not roots[spec]["installed"]:
+            raise SpackError(f"{module}: not installed; run `make stack` to build it")
+    built = [f for f in selected if roots.get(f.spack_spec) and roots[f.spack_spec]["installed"]]
+    for flavor in selected:
+        if flavor not in built:
+            print(
+                f"==> {flavor.module_name} is not built here, left out "
+                f"(`make stack FLAVORS={flavor.module_name}` builds it)"
+            )
+    if not built:
+        raise SpackError("none of the selected flavors is built: run `make stack`")
+    return built, roots

@@ -10,7 +10,7 @@ import yaml
 
 from onestack import host, paths, stack
 from onestack.stack import cpus
-from onestack.stack.flavors import Flavor
+from onestack.stack.flavors import DISPATCHER, Flavor, preload_packages
 
 
 def _permissions(site) -> dict:
@@ -20,17 +20,6 @@ def _permissions(site) -> dict:
     if "group" in site.permissions:
         permissions["group"] = site.permissions["group"]
     return permissions
-
-
-# The exec-time dispatcher in front of every flavor's programs: built for
-# plain x86-64, so that it can refuse a CPU below the baseline itself.
-DISPATCHER = "onestack-dispatch target=x86_64"
-
-
-def preload_packages(selected: List[Flavor]) -> List[str]:
-    """The libraries the selected flavors preload (components.yaml
-    `preload`): built beside them, never offered as modules of their own."""
-    return sorted({f.preload.package for f in selected if f.preload})
 
 
 def render(selected: List[Flavor], out: Optional[Path] = None, ci: bool = False) -> Path:
@@ -43,14 +32,19 @@ def render(selected: List[Flavor], out: Optional[Path] = None, ci: bool = False)
         projections.update(flavor.projection())
     # The benchmark-only builds, the level builds (reached through the
     # dispatcher) and the dispatcher are built, never offered: no module of them.
-    hidden = [f"{f.app.package} target={host.target()}" if f.native else next(iter(f.projection()))
-              for f in selected if not f.published]
+    hidden = [
+        f"{f.app.package} target={host.target()}" if f.native else next(iter(f.projection()))
+        for f in selected
+        if not f.published
+    ]
     hidden += sorted({f"{f.app.package} target={target}" for f in selected for _, target in cpus.newer_levels()})
     preloads = preload_packages(selected)
     hidden += [DISPATCHER.split()[0], *preloads]
     config = {
-        "definitions": [{"flavors": [spec for f in selected for spec in f.specs(ci)]},
-                        {"runtimes": [r.spec for r in matrix.runtimes] + [DISPATCHER, *preloads]}],
+        "definitions": [
+            {"flavors": [spec for f in selected for spec in f.specs(ci)]},
+            {"runtimes": [r.spec for r in matrix.runtimes] + [DISPATCHER, *preloads]},
+        ],
         "modules": {"default": {"lmod": {"projections": projections, "exclude": hidden}}},
         "packages": {"all": {"target": [cpus.baseline_target()], "permissions": _permissions(matrix.site)}},
     }

@@ -38,9 +38,7 @@ def needed_sources(include_installed: bool = False) -> List[dict]:
     """Downloads the environment's specs need (local file:// sources excluded)."""
     sources = spack.query("env_sources")
     return [
-        s
-        for s in sources
-        if not (s["url"] or "").startswith("file:") and (include_installed or not s["installed"])
+        s for s in sources if not (s["url"] or "").startswith("file:") and (include_installed or not s["installed"])
     ]
 
 
@@ -51,7 +49,9 @@ def _present(source: dict) -> bool:
 def _from_debian(how: dict, workdir: Path) -> Path:
     proc = subprocess.run(
         ["apt-get", "source", "--download-only", how["package"]],
-        cwd=workdir, text=True, capture_output=True,
+        cwd=workdir,
+        text=True,
+        capture_output=True,
     )
     # apt-get fails as a whole when one file of the source package is gone from
     # the archive (seen: hpcc's debian.tar.xz); the file needed may still be here.
@@ -77,7 +77,8 @@ def _from_git(how: dict, workdir: Path) -> Path:
     with open(out, "wb") as handle:
         subprocess.run(
             ["git", "-C", clone, "show", "--format=", "--full-index", how["commit"]],
-            stdout=handle, check=True,
+            stdout=handle,
+            check=True,
         )
     return out
 
@@ -88,8 +89,9 @@ def _from_git_tag(how: dict, workdir: Path) -> Path:
     byte, as the sha256 check then confirms)."""
     clone = _clone(how["clone_variable"], f"tag {how['tag']}")
     out = workdir / f"{how['prefix'].rstrip('/')}.tar.gz"
-    archive = subprocess.Popen(["git", "-C", clone, "archive", "--format=tar", f"--prefix={how['prefix']}",
-                                how["tag"]], stdout=subprocess.PIPE)
+    archive = subprocess.Popen(
+        ["git", "-C", clone, "archive", "--format=tar", f"--prefix={how['prefix']}", how["tag"]], stdout=subprocess.PIPE
+    )
     with open(out, "wb") as handle:
         subprocess.run(["gzip", "-n"], stdin=archive.stdout, stdout=handle, check=True)
     archive.stdout.close()
@@ -110,8 +112,9 @@ def _commit_archive(source: dict, how: dict) -> None:
     files `omit` names (each with why no build step reads it)."""
     variable, commit = how["clone_variable"], source["commit"]
     clone = _clone(variable, f"commit {commit}")
-    proc = subprocess.run(["git", "-C", clone, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"],
-                          text=True, capture_output=True)
+    proc = subprocess.run(
+        ["git", "-C", clone, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"], text=True, capture_output=True
+    )
     if proc.returncode != 0 or proc.stdout.strip() != commit:
         raise MirrorError(f"{variable}={clone} has no commit {commit}: set it to a clone of {source['url']}")
     target = paths.mirror() / source["mirror_path"]
@@ -120,8 +123,24 @@ def _commit_archive(source: dict, how: dict) -> None:
     left_out = [f":(exclude){path}" for path in how["omit"]]
     # Quiet unless it fails: git names a blob the clone lacks even when the
     # pathspec leaves its file out (the case `omit` exists for).
-    proc = subprocess.run(["git", "-C", clone, "archive", "--format=tar.gz", "--prefix=spack-src/",
-                           "--output", str(partial), commit, "--", ".", *left_out], text=True, capture_output=True)
+    proc = subprocess.run(
+        [
+            "git",
+            "-C",
+            clone,
+            "archive",
+            "--format=tar.gz",
+            "--prefix=spack-src/",
+            "--output",
+            str(partial),
+            commit,
+            "--",
+            ".",
+            *left_out,
+        ],
+        text=True,
+        capture_output=True,
+    )
     if proc.returncode != 0:
         raise MirrorError(f"`git archive` of {commit} in ${variable}={clone} failed: {proc.stderr.strip()[-800:]}")
     partial.replace(target)
@@ -178,7 +197,8 @@ def fill(require_all: bool = False, rebuild: bool = False) -> None:
         return
     lines = [
         f"  {s['spec']} {s['kind']}: {s['url']}\n    "
-        f"{'sha256 ' + s['sha256'] if s['sha256'] else 'git commit ' + s['commit']} -> {paths.mirror() / s['mirror_path']}"
+        f"{'sha256 ' + s['sha256'] if s['sha256'] else 'git commit ' + s['commit']} "
+        f"-> {paths.mirror() / s['mirror_path']}"
         for s in missing
     ]
     report = "sources not in the mirror:\n" + "\n".join(lines)
@@ -217,12 +237,22 @@ def check_obtainable(offline: bool) -> None:
     for key, how in offline_sources().items():
         found = "in the mirror" if _in_mirror(key) else _obtainable(how)
         if not found:
-            variable = next((v["clone_variable"] for v in how.values() if isinstance(v, dict) and
-                             "clone_variable" in v), None)
+            variable = next(
+                (v["clone_variable"] for v in how.values() if isinstance(v, dict) and "clone_variable" in v), None
+            )
             found = "MISSING" if offline else "from upstream (Spack downloads it)"
-            missing.append(f"{how['what']}: " + (f"set {variable} to a local git clone of it" if variable else
-                                                 "enable deb-src in the apt sources (make setup does)"))
+            missing.append(
+                f"{how['what']}: "
+                + (
+                    f"set {variable} to a local git clone of it"
+                    if variable
+                    else "enable deb-src in the apt sources (make setup does)"
+                )
+            )
         print(f"    {how['what'][:72]:72}  {found}")
     if offline and missing:
-        raise MirrorError("offline (ONESTACK_OFFLINE=1), and these sources cannot be had:\n  "
-                          + "\n  ".join(missing) + "\n  (docs/site-staff/sources.md names each clone)")
+        raise MirrorError(
+            "offline (ONESTACK_OFFLINE=1), and these sources cannot be had:\n  "
+            + "\n  ".join(missing)
+            + "\n  (docs/site-staff/sources.md names each clone)"
+        )

@@ -53,14 +53,26 @@ def write_scope(folder: Path, url: str, install_root: Path = None) -> Path:
     mirror; with install_root, an install tree there and the stack's recipes
     (a relocated binary may run its package's hooks)."""
     folder.mkdir(parents=True, exist_ok=True)
-    files = {"mirrors": {"mirrors:": {MIRROR: {
-        "url": url, "signed": False, "source": False,
-        "access_pair": {"id_variable": USER_VARIABLE, "secret_variable": PASSWORD_VARIABLE}}}}}
+    files = {
+        "mirrors": {
+            "mirrors:": {
+                MIRROR: {
+                    "url": url,
+                    "signed": False,
+                    "source": False,
+                    "access_pair": {"id_variable": USER_VARIABLE, "secret_variable": PASSWORD_VARIABLE},
+                }
+            }
+        }
+    }
     if install_root is not None:
         files["config"] = {"config": {"install_tree": {"root": str(install_root), "padded_length": 0}}}
-        files["repos"] = {"repos:": {
-            "onestack": str(paths.REPO / "packages" / "spack_repo" / "onestack"),
-            "builtin": str(paths.spack_packages() / "repos" / "spack_repo" / "builtin")}}
+        files["repos"] = {
+            "repos:": {
+                "onestack": str(paths.REPO / "packages" / "spack_repo" / "onestack"),
+                "builtin": str(paths.spack_packages() / "repos" / "spack_repo" / "builtin"),
+            }
+        }
     for name, content in files.items():
         (folder / f"{name}.yaml").write_text(yaml.safe_dump(content))
     return folder
@@ -69,15 +81,27 @@ def write_scope(folder: Path, url: str, install_root: Path = None) -> Path:
 def _run(argv: List[str], env: Dict[str, str], cwd: Path) -> None:
     proc = subprocess.run(argv, text=True, capture_output=True, env=env, cwd=cwd, timeout=TIMEOUT_S)
     if proc.returncode != 0:
-        raise SpackError(f"`{' '.join(argv[1:])}` failed (exit {proc.returncode}):\n"
-                         f"{(proc.stdout + proc.stderr)[-3000:]}")
+        raise SpackError(
+            f"`{' '.join(argv[1:])}` failed (exit {proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}"
+        )
 
 
 def push(hashes: List[str], scope: Path, env: Dict[str, str]) -> None:
     """The installed specs and their link/run dependencies into the registry,
     with the index a `spack install` there reads."""
-    _run([*command("-C", str(scope)), "buildcache", "push", "--unsigned", "--update-index", MIRROR,
-          *[f"/{h}" for h in hashes]], env, paths.REPO)
+    _run(
+        [
+            *command("-C", str(scope)),
+            "buildcache",
+            "push",
+            "--unsigned",
+            "--update-index",
+            MIRROR,
+            *[f"/{h}" for h in hashes],
+        ],
+        env,
+        paths.REPO,
+    )
 
 
 MANIFEST_TYPES = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"
@@ -113,8 +137,10 @@ def verify(url: str, env: Dict[str, str]) -> int:
                 for chunk in iter(lambda: answer.read(1 << 20), b""):
                     digest.update(chunk)
             if digest.hexdigest() != expected:
-                raise SpackError(f"{url}: tag {tag}: blob {blob['digest']} reads back as {algorithm}:"
-                                 f"{digest.hexdigest()}: the registry's copy is altered; nothing was installed")
+                raise SpackError(
+                    f"{url}: tag {tag}: blob {blob['digest']} reads back as {algorithm}:"
+                    f"{digest.hexdigest()}: the registry's copy is altered; nothing was installed"
+                )
             checked += 1
     return checked
 

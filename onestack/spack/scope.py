@@ -54,7 +54,8 @@ def detect_externals() -> None:
     if missing:
         raise paths.SetupError(
             f"setup/externals.yaml libraries: `spack external find` did not detect {', '.join(missing)}; "
-            "install their Debian packages (setup/apt-packages.txt) and run `make setup` again")
+            "install their Debian packages (setup/apt-packages.txt) and run `make setup` again"
+        )
     stamp.write_text(digest.hexdigest())
     print(f"==> site scope: externals detected into {scope_dir() / 'packages.yaml'}")
 
@@ -91,10 +92,12 @@ def buildcache_signed() -> bool:
 def write_mirror_config() -> None:
     """Point Spack at the local source mirror (sources only) and the site
     buildcache (binaries only)."""
-    config = {"mirrors": {
-        "onestack-sources": {"url": f"file://{paths.mirror()}", "signed": False, "binary": False},
-        BUILDCACHE_MIRROR: {"url": f"file://{buildcache_dir()}", "signed": buildcache_signed(), "source": False},
-    }}
+    config = {
+        "mirrors": {
+            "onestack-sources": {"url": f"file://{paths.mirror()}", "signed": False, "binary": False},
+            BUILDCACHE_MIRROR: {"url": f"file://{buildcache_dir()}", "signed": buildcache_signed(), "source": False},
+        }
+    }
     scope_dir().mkdir(parents=True, exist_ok=True)
     paths.mirror().mkdir(parents=True, exist_ok=True)
     buildcache_dir().mkdir(parents=True, exist_ok=True)

@@ -45,8 +45,9 @@ def _link_into(component: Path, targets: dict) -> None:
     own files, never a whole system folder (where another MPI's libmpi.so lives)."""
     for name, target in targets.items():
         matches = sorted(Path("/").glob(str(target).lstrip("/"))) if "*" in str(target) else None
-        links = [(component / name / m.name, m) for m in matches] if matches is not None \
-            else [(component / name, target)]
+        links = (
+            [(component / name / m.name, m) for m in matches] if matches is not None else [(component / name, target)]
+        )
         for link, to in links:
             link.parent.mkdir(parents=True, exist_ok=True)
             if not link.is_symlink():
@@ -66,8 +67,9 @@ def _link_wheels(component: Path, wheels: Path, links: dict) -> None:
 
 
 def vars_sh(package: str, how: dict) -> str:
-    return render.text(TEMPLATES, "vendor-vars.sh.j2", package=package, version=how["version"],
-                       set=how["set"], prepend=how["prepend"])
+    return render.text(
+        TEMPLATES, "vendor-vars.sh.j2", package=package, version=how["version"], set=how["set"], prepend=how["prepend"]
+    )
 
 
 def _lay_out(package: str, how: dict) -> None:
@@ -86,8 +88,20 @@ def _lay_out(package: str, how: dict) -> None:
     if "pip" in how:
         wheels = prefix / "pypi"
         print(f"==> vendor: pip install {' '.join(how['pip'])} into {wheels}")
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                        "--prefix", str(wheels), *how["pip"]], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--prefix",
+                str(wheels),
+                *how["pip"],
+            ],
+            check=True,
+        )
         _link_wheels(component, wheels, links)
     _link_into(component, links)
     (component / "env").mkdir(exist_ok=True)
@@ -101,9 +115,11 @@ def environment(package: str) -> Dict[str, list]:
     Spack does not write, e.g. mpi-runtime/*), and its component folder."""
     how = every()[package]
     component = component_dir(package, how, prefix_of(package))
-    return {"component_dir": component,
-            "set": [(k, os.path.normpath(component / v)) for k, v in how["set"].items()],
-            "prepend": [(k, str(component / v)) for k, v in how["prepend"].items()]}
+    return {
+        "component_dir": component,
+        "set": [(k, os.path.normpath(component / v)) for k, v in how["set"].items()],
+        "prepend": [(k, str(component / v)) for k, v in how["prepend"].items()],
+    }
 
 
 def externals_of(package: str, prefix: str) -> List[dict]:
@@ -119,9 +135,15 @@ def layout_script(package: str, prefix: str) -> str:
     how = every()[package]
     if "pip" in how:
         raise ValueError(f"{package} comes from PyPI wheels ({', '.join(how['pip'])}), not OS packages")
-    return render.text(TEMPLATES, "vendor-layout.sh.j2", package=package, version=how["version"],
-                       component=str(component_dir(package, how, Path(prefix))), links=how["links"],
-                       vars_sh=vars_sh(package, how))
+    return render.text(
+        TEMPLATES,
+        "vendor-layout.sh.j2",
+        package=package,
+        version=how["version"],
+        component=str(component_dir(package, how, Path(prefix))),
+        links=how["links"],
+        vars_sh=vars_sh(package, how),
+    )
 
 
 def install_all(scope_dir: Path) -> None:
@@ -131,6 +153,5 @@ def install_all(scope_dir: Path) -> None:
     packages_yaml = scope_dir / "packages.yaml"
     config = yaml.safe_load(packages_yaml.read_text()) if packages_yaml.is_file() else {"packages": {}}
     for package in every():
-        config["packages"][package] = {"externals": externals_of(package, str(prefix_of(package))),
-                                       "buildable": False}
+        config["packages"][package] = {"externals": externals_of(package, str(prefix_of(package))), "buildable": False}
     packages_yaml.write_text(yaml.safe_dump(config, sort_keys=False))

@@ -153,14 +153,19 @@ class Matrix:
         `build` list and the measured-only builds (with ci: `ci_build`),
         leaving out what the site cannot have."""
         if not wanted:
-            chosen = [f for f in self.flavors
-                      if f.name in (f.app.ci_build if ci else f.app.build) or (not ci and not f.published)]
+            chosen = [
+                f
+                for f in self.flavors
+                if f.name in (f.app.ci_build if ci else f.app.build) or (not ci and not f.published)
+            ]
             return [f for f in chosen if not f.unavailable]
         by_name = {f.module_name: f for f in self.flavors}
         unknown = [w for w in wanted if w not in by_name]
         if unknown:
-            raise InputError(f"unknown flavor(s) {', '.join(unknown)}; the flavors defined in "
-                             f"{data.location(paths.environments_dir())}/ are: {', '.join(sorted(by_name))}")
+            raise InputError(
+                f"unknown flavor(s) {', '.join(unknown)}; the flavors defined in "
+                f"{data.location(paths.environments_dir())}/ are: {', '.join(sorted(by_name))}"
+            )
         return [by_name[w] for w in wanted]
 
     def flavor(self, module_name: str) -> Flavor:
@@ -171,9 +176,21 @@ class Matrix:
         return _mpi_spec(self.components["mpis"][name], self.site.fabric)
 
 
+# The exec-time dispatcher in front of every flavor's programs: built for
+# plain x86-64, so that it can refuse a CPU below the baseline itself.
+DISPATCHER = "onestack-dispatch target=x86_64"
+
+
+def preload_packages(selected: List[Flavor]) -> List[str]:
+    """The libraries the selected flavors preload (components.yaml
+    `preload`): built beside them, never offered as modules of their own."""
+    return sorted({f.preload.package for f in selected if f.preload})
+
+
 def merge_variants(base: str, override: str) -> str:
     """Spack variants of base, each replaced by override's variant of the same
     name; quoted values (fflags="-O2 -g") stay one variant."""
+
     def name(token: str) -> str:
         return token.lstrip("+~").split("=")[0]
 
@@ -191,8 +208,10 @@ def _check_flags(file: Path, key: str, variants: str) -> None:
     quad precision, done in software (libquadmath): 20x slower. Only with
     -fdefault-double-8 beside it does it mean what its users want."""
     if "-fdefault-real-8" in variants and "-fdefault-double-8" not in variants:
-        raise InputError(f"{data.location(file)}: {key}: -fdefault-real-8 without -fdefault-double-8 turns DOUBLE "
-                         "PRECISION into software quad precision (20x slower); add -fdefault-double-8")
+        raise InputError(
+            f"{data.location(file)}: {key}: -fdefault-real-8 without -fdefault-double-8 turns DOUBLE "
+            "PRECISION into software quad precision (20x slower); add -fdefault-double-8"
+        )
 
 
 # Flags that make a compiler emit one code path, for one CPU: a fat binary
@@ -206,13 +225,16 @@ def _check_single_path(file: Path, key: str, variants: str) -> None:
         raise InputError(
             f"{data.location(file)}: {key}: {found[0]} builds a single code path (one CPU), where every "
             "flavor is a fat binary for the generations of environments/cpus.yaml; remove it (the "
-            "compiler's fat_flags in components.yaml and Spack's target set the paths)")
+            "compiler's fat_flags in components.yaml and Spack's target set the paths)"
+        )
 
 
 def _check_choice(file: Path, key: str, value: str, allowed, what: str, where: str) -> None:
     if value not in allowed:
-        raise InputError(f"{data.location(file)}: {key}: unknown {what} '{value}'; "
-                         f"allowed: {', '.join(sorted(allowed)) or '(none)'} ({where})")
+        raise InputError(
+            f"{data.location(file)}: {key}: unknown {what} '{value}'; "
+            f"allowed: {', '.join(sorted(allowed)) or '(none)'} ({where})"
+        )
 
 
 def _settings(*envs: dict) -> Tuple[Setting, ...]:
@@ -232,18 +254,28 @@ def _check_components(file: Path, components: dict, site: Site) -> None:
     for name, mpi in components["mpis"].items():
         missing = [f for f in fabrics if f not in mpi["fabrics"]]
         if missing:
-            raise InputError(f"{data.location(file)}: mpis.{name}.fabrics: no entry for {', '.join(missing)}; "
-                             f"every MPI says how it runs on each of fabrics ({', '.join(fabrics)})")
+            raise InputError(
+                f"{data.location(file)}: mpis.{name}.fabrics: no entry for {', '.join(missing)}; "
+                f"every MPI says how it runs on each of fabrics ({', '.join(fabrics)})"
+            )
     _check_choice(site.file, "fabric", site.fabric, fabrics, "fabric", f"fabrics of {data.location(file)}")
     for kind, names in site.unavailable.items():
         for name in names:
-            _check_choice(site.file, f"unavailable.{kind}.{name}", name, components[kind], kind.rstrip("s"),
-                          f"{kind} of {data.location(file)}")
+            _check_choice(
+                site.file,
+                f"unavailable.{kind}.{name}",
+                name,
+                components[kind],
+                kind.rstrip("s"),
+                f"{kind} of {data.location(file)}",
+            )
     for name, compiler in components["compilers"].items():
         if site.why_unavailable("compilers", name) and "site_external" not in compiler:
-            raise InputError(f"{data.location(file)}: compilers.{name}: unavailable at site '{site.name}', so it "
-                             "needs 'site_external' beside it: where a site that has it has it (Spack 1.x "
-                             "concretizes only against an installed or external compiler)")
+            raise InputError(
+                f"{data.location(file)}: compilers.{name}: unavailable at site '{site.name}', so it "
+                "needs 'site_external' beside it: where a site that has it has it (Spack 1.x "
+                "concretizes only against an installed or external compiler)"
+            )
 
 
 def _mpi_spec(mpi: dict, fabric: str) -> str:
@@ -264,7 +296,8 @@ def _spack_spec(app: Application, entry: dict, components: dict, site: Site, pro
     for virtual, package in providers:
         by_package.setdefault(package, []).append(virtual)
     deps = [f"^[virtuals=mpi] {_mpi_spec(components['mpis'][entry['mpi']], site.fabric)}"] + [
-        f"^[virtuals={','.join(virtuals)}] {package}" for package, virtuals in by_package.items()]
+        f"^[virtuals={','.join(virtuals)}] {package}" for package, virtuals in by_package.items()
+    ]
     if target != cpus.baseline_target():
         deps = [f"{dep} target=:{cpus.baseline_target()}" for dep in deps]
     variants = merge_variants(app.variants, entry["variants"])
@@ -274,8 +307,7 @@ def _spack_spec(app: Application, entry: dict, components: dict, site: Site, pro
     return " ".join(p for p in [app.spack, variants, f"target={target}", f"%{compiler['spec']}", *deps] if p)
 
 
-def _flavor(file: Path, app: Application, kind: str, name: str, entry: dict, components: dict,
-            site: Site) -> Flavor:
+def _flavor(file: Path, app: Application, kind: str, name: str, entry: dict, components: dict, site: Site) -> Flavor:
     """One cell of the matrix, checked against the components."""
     key = f"{'reference' if kind == 'reference' else 'flavors'}.{name}"
     where = f"defined in {data.location(file.parent / COMPONENTS_FILE)}"
@@ -288,45 +320,84 @@ def _flavor(file: Path, app: Application, kind: str, name: str, entry: dict, com
     if math["reference_only"] != (kind == "reference"):
         raise InputError(
             f"{data.location(file)}: {key}.math: '{entry['math']}' is "
-            + ("a reference library (reference_only in components.yaml): 1.6x-5x slower and unstable "
-               "in the site's measurements, so it may only be the application's `reference`"
-               if kind != "reference" else
-               "a production library; the reference is the baseline the report compares "
-               "flavors against, so it takes a reference_only library (e.g. netlib)"))
+            + (
+                "a reference library (reference_only in components.yaml): 1.6x-5x slower and unstable "
+                "in the site's measurements, so it may only be the application's `reference`"
+                if kind != "reference"
+                else "a production library; the reference is the baseline the report compares "
+                "flavors against, so it takes a reference_only library (e.g. netlib)"
+            )
+        )
     # Only what the application links: Spack refuses a provider of a virtual
     # the package does not depend on.
     providers = tuple((v, p) for v, p in math["providers"].items() if v in app.math_uses)
     target = host.target() if kind == "native" else cpus.baseline_target()
-    levels = tuple((level, _spack_spec(app, entry, components, site, providers, level_target))
-                   for level, level_target in cpus.newer_levels()) if kind == "flavor" else ()
+    levels = (
+        tuple(
+            (level, _spack_spec(app, entry, components, site, providers, level_target))
+            for level, level_target in cpus.newer_levels()
+        )
+        if kind == "flavor"
+        else ()
+    )
     return Flavor(
-        app=app, name=name, compiler=entry["compiler"], mpi=entry["mpi"], mpi_abi=mpi["abi"], math=entry["math"],
+        app=app,
+        name=name,
+        compiler=entry["compiler"],
+        mpi=entry["mpi"],
+        mpi_abi=mpi["abi"],
+        math=entry["math"],
         spack_spec=_spack_spec(app, entry, components, site, providers, target),
         providers=providers,
         env=_settings(mpi["env"], mpi["fabrics"][site.fabric]["env"], math["env"]),
-        unavailable=(site.why_unavailable("compilers", entry["compiler"]) + site.why_unavailable("mpis", entry["mpi"])
-                     + site.why_unavailable("math", entry["math"])),
+        unavailable=(
+            site.why_unavailable("compilers", entry["compiler"])
+            + site.why_unavailable("mpis", entry["mpi"])
+            + site.why_unavailable("math", entry["math"])
+        ),
         fat_flags=cpus.fat_flags(components["compilers"][entry["compiler"]]["fat_flags"]),
-        mpi_launcher=mpi["launcher"], kind=kind, levels=levels, preload=_preload(math))
+        mpi_launcher=mpi["launcher"],
+        kind=kind,
+        levels=levels,
+        preload=_preload(math),
+    )
 
 
 def _application(file: Path, doc: dict, site: Site) -> Application:
     names = doc["flavors"]
     default = site.default_flavors.get(doc["module"])
     if default:
-        _check_choice(site.file, f"default_flavors.{doc['module']}.flavor", default["flavor"], names, "flavor",
-                      f"keys of flavors in {data.location(file)}")
-    app = Application(file=file, module=doc["module"], spack=doc["spack"], variants=doc["variants"],
-                      description=doc["description"], usage=doc["usage"], program=doc["program"],
-                      default_flavor=default["flavor"] if default else doc["default_flavor"],
-                      build=tuple(doc["build"]), ci_build=tuple(doc["ci_build"]), math_uses=tuple(doc["math_uses"]),
-                      baselines=tuple(doc["baselines"].items()), levels_build=tuple(doc["levels"]["build"]),
-                      levels_ci_build=tuple(doc["levels"]["ci_build"]))
+        _check_choice(
+            site.file,
+            f"default_flavors.{doc['module']}.flavor",
+            default["flavor"],
+            names,
+            "flavor",
+            f"keys of flavors in {data.location(file)}",
+        )
+    app = Application(
+        file=file,
+        module=doc["module"],
+        spack=doc["spack"],
+        variants=doc["variants"],
+        description=doc["description"],
+        usage=doc["usage"],
+        program=doc["program"],
+        default_flavor=default["flavor"] if default else doc["default_flavor"],
+        build=tuple(doc["build"]),
+        ci_build=tuple(doc["ci_build"]),
+        math_uses=tuple(doc["math_uses"]),
+        baselines=tuple(doc["baselines"].items()),
+        levels_build=tuple(doc["levels"]["build"]),
+        levels_ci_build=tuple(doc["levels"]["ci_build"]),
+    )
     if app.module == app.package:
         # Spack's own module of the package sits in the Lmod hierarchy under
         # that name; a flavor module of the same name makes Lmod recurse.
-        raise InputError(f"{data.location(file)}: module: '{app.module}' is the Spack package's own "
-                         f"module name; pick another (e.g. qe for quantum-espresso)")
+        raise InputError(
+            f"{data.location(file)}: module: '{app.module}' is the Spack package's own "
+            f"module name; pick another (e.g. qe for quantum-espresso)"
+        )
     _check_flags(file, "variants", app.variants)
     _check_single_path(file, "variants", app.variants)
     _check_choice(file, "default_flavor", doc["default_flavor"], names, "flavor", "keys of flavors")
@@ -335,8 +406,14 @@ def _application(file: Path, doc: dict, site: Site) -> Application:
     for i, name in enumerate(app.levels_build):
         _check_choice(file, f"levels.build[{i}]", name, app.build, "flavor", "it must be in build")
     for i, name in enumerate(app.levels_ci_build):
-        _check_choice(file, f"levels.ci_build[{i}]", name, set(app.levels_build) & set(app.ci_build), "flavor",
-                      "it must be in levels.build and in ci_build")
+        _check_choice(
+            file,
+            f"levels.ci_build[{i}]",
+            name,
+            set(app.levels_build) & set(app.ci_build),
+            "flavor",
+            "it must be in levels.build and in ci_build",
+        )
     return app
 
 
@@ -344,27 +421,45 @@ def _load_application(file: Path, components: dict, site: Site) -> List[Flavor]:
     doc = data.load(file, "application")
     app = _application(file, doc, site)
     flavors = [_flavor(file, app, "flavor", name, entry, components, site) for name, entry in doc["flavors"].items()]
-    flavors += [_flavor(file, app, "reference", name, entry, components, site)
-                for name, entry in doc["reference"].items()]
+    flavors += [
+        _flavor(file, app, "reference", name, entry, components, site) for name, entry in doc["reference"].items()
+    ]
     if "native_twin" in doc:
         _check_choice(file, "native_twin", doc["native_twin"], app.build, "flavor", "it must be in build")
         twin = next(f for f in flavors if f.name == doc["native_twin"])
         entry = doc["flavors"][twin.name]
-        flavors.append(replace(twin, name=f"{twin.name}-native", kind="native", levels=(), spack_spec=_spack_spec(
-            app, entry, components, site, twin.providers, host.target())))
+        flavors.append(
+            replace(
+                twin,
+                name=f"{twin.name}-native",
+                kind="native",
+                levels=(),
+                spack_spec=_spack_spec(app, entry, components, site, twin.providers, host.target()),
+            )
+        )
     # The reference and the native twin are built for `make test` only where
     # ci_build names them: a QE twin is 20 min of CI's 90.
     measured_only = [f.name for f in flavors if not f.published]
     for i, name in enumerate(app.ci_build):
-        _check_choice(file, f"ci_build[{i}]", name, list(app.build) + measured_only, "flavor",
-                      "it must be in build, or be the reference or the native twin")
+        _check_choice(
+            file,
+            f"ci_build[{i}]",
+            name,
+            list(app.build) + measured_only,
+            "flavor",
+            "it must be in build, or be the reference or the native twin",
+        )
     return flavors
 
 
 def _runtimes(components: dict, site: Site) -> Tuple[Runtime, ...]:
-    return tuple(Runtime(name, _mpi_spec(mpi, site.fabric), mpi["abi"],
-                         _settings(mpi["env"], mpi["fabrics"][site.fabric]["env"]))
-                 for name, mpi in components["mpis"].items() if mpi["runtime"])
+    return tuple(
+        Runtime(
+            name, _mpi_spec(mpi, site.fabric), mpi["abi"], _settings(mpi["env"], mpi["fabrics"][site.fabric]["env"])
+        )
+        for name, mpi in components["mpis"].items()
+        if mpi["runtime"]
+    )
 
 
 def load_matrix(site: Site) -> Matrix:
@@ -381,8 +476,10 @@ def load_matrix(site: Site) -> Matrix:
         app_flavors = _load_application(file, components, site)
         module = app_flavors[0].app.module
         if module in modules:
-            raise InputError(f"{data.location(file)}: module: '{module}' is already the module of "
-                             f"{data.location(modules[module])}; each application needs its own name")
+            raise InputError(
+                f"{data.location(file)}: module: '{module}' is already the module of "
+                f"{data.location(modules[module])}; each application needs its own name"
+            )
         modules[module] = file
         flavors.extend(app_flavors)
     if not flavors:

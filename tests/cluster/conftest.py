@@ -18,8 +18,9 @@ def cluster_config() -> cluster.Config:
     """tests/cluster/cluster.yaml, or the file ONESTACK_TEST_CLUSTER names
     (test_cleanup.py runs a pytest of its own on another cluster)."""
     if os.geteuid() != 0:
-        pytest.skip("the virtual cluster needs root (network namespaces, a bridge, bind mounts); "
-                    f"running as uid {os.geteuid()}")
+        pytest.skip(
+            f"the virtual cluster needs root (network namespaces, a bridge, bind mounts); running as uid {os.geteuid()}"
+        )
     # Root in a container may still lack the capabilities (CAP_SYS_ADMIN, CAP_NET_ADMIN).
     probe = subprocess.run(["unshare", "--net", "--uts", "--mount", "true"], capture_output=True, text=True)
     if probe.returncode != 0:

@@ -34,8 +34,13 @@ def wait_until(condition, bound: float, what: str) -> None:
 
 def down_with_the_cli(file: Path) -> float:
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "onestack.cluster", "down", "--config", str(file)],
-                          cwd=REPO, text=True, capture_output=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "onestack.cluster", "down", "--config", str(file)],
+        cwd=REPO,
+        text=True,
+        capture_output=True,
+        timeout=120,
+    )
     print(proc.stdout, proc.stderr)
     assert proc.returncode == 0, proc.stderr
     return time.monotonic() - start
@@ -62,8 +67,12 @@ def own_cluster(cluster_config, tmp_path, request):
 @pytest.mark.parametrize("own_cluster", [("oskup", "10.213.2.0/24")], indirect=True)
 def test_down_after_up_was_killed_half_way(own_cluster):
     file, config = own_cluster
-    up = subprocess.Popen([sys.executable, "-m", "onestack.cluster", "up", "--config", str(file)], cwd=REPO,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    up = subprocess.Popen(
+        [sys.executable, "-m", "onestack.cluster", "up", "--config", str(file)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     # Half-way: the network made, munged and slurmctld started, the slurmds starting.
     half_way = ("daemon", f"slurmd {config.nodes[0].name}")
     wait_until(lambda: half_way in state.made(config.workdir) or up.poll() is not None, 60, "up half-way")
@@ -81,10 +90,21 @@ def test_down_after_up_was_killed_half_way(own_cluster):
 def test_down_after_a_test_was_killed_with_its_job_running(own_cluster):
     file, config = own_cluster
     env = {**os.environ, "ONESTACK_TEST_CLUSTER": str(file)}
-    holder = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(HOLDER)],
-                              cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    job_running = lambda: any("sleep" in cluster.Cluster(config).processes_on(node.name).values()  # noqa: E731
-                              for node in config.nodes if node.name in cluster.network.namespaces(config.prefix))
+    holder = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(HOLDER)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+    def job_running() -> bool:
+        return any(
+            "sleep" in cluster.Cluster(config).processes_on(node.name).values()
+            for node in config.nodes
+            if node.name in cluster.network.namespaces(config.prefix)
+        )
+
     wait_until(lambda: job_running() or holder.poll() is not None, 90, "the held job running")
     assert holder.poll() is None, "the holding pytest ended by itself"
     holder.send_signal(signal.SIGKILL)

@@ -7,8 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from onestack.paths import REPO
 
 # Addresses no namespace may reach: a documentation network (TEST-NET-2) and
@@ -97,11 +95,22 @@ def test_the_env_file_points_slurm_at_the_cluster(virtual_cluster):
     """What `make -s cluster-env` prints, sourced by a user's shell."""
     env = {**os.environ, "ONESTACK_CLUSTER_DIR": str(virtual_cluster.config.workdir.parent)}
     env.pop("SLURM_CONF", None)
-    printed = subprocess.run(["make", "-s", "cluster-env", f"CLUSTER_CONFIG={virtual_cluster.config.file}"],
-                             cwd=REPO, env=env, text=True, capture_output=True, timeout=60)
+    printed = subprocess.run(
+        ["make", "-s", "cluster-env", f"CLUSTER_CONFIG={virtual_cluster.config.file}"],
+        cwd=REPO,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=60,
+    )
     assert printed.returncode == 0, printed.stderr
     env_file = printed.stdout.strip()
-    shell = subprocess.run(["bash", "-c", 'source "$1" && sinfo --noheader --format=%D', "bash", env_file],
-                           env=env, text=True, capture_output=True, timeout=60)
+    shell = subprocess.run(
+        ["bash", "-c", 'source "$1" && sinfo --noheader --format=%D', "bash", env_file],
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=60,
+    )
     assert shell.returncode == 0, shell.stderr
     assert shell.stdout.strip() == str(len(virtual_cluster.config.nodes))

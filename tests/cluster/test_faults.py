@@ -66,8 +66,10 @@ def start_endless_job(cluster, program: Path, folder: Path) -> int:
     env = dict(MPICH.env, SRUN_MPI=MPICH.srun_mpi, PINGPONG=str(program))
     output = folder / "endless.out"
     job_id = cluster.submit(script, "--nodes=2", "--ntasks=2", "--time=5", f"--output={output}", env=env)
-    ranks_running = lambda: all(program.name in cluster.processes_on(node.name).values()  # noqa: E731
-                                for node in cluster.config.nodes)
+
+    def ranks_running() -> bool:
+        return all(program.name in cluster.processes_on(node.name).values() for node in cluster.config.nodes)
+
     wait_until(ranks_running, 60, f"job {job_id}'s ranks on both nodes")
     return job_id
 
@@ -147,21 +149,34 @@ def test_a_node_without_the_mpi_library(virtual_cluster, program, nodes, tmp_pat
     (lib / "libmpi.so.12").symlink_to(mpich_library(program))
     script = tmp_path / "job.sh"
     script.write_text(TASK_ERRORS_JOB)
-    env = dict(MPICH.env, SRUN_MPI=MPICH.srun_mpi, PINGPONG=str(exe), PINGPONG_ARGS="100 2 3",
-               LD_LIBRARY_PATH=str(virtual_cluster.local_dir() / "lib"))
+    env = dict(
+        MPICH.env,
+        SRUN_MPI=MPICH.srun_mpi,
+        PINGPONG=str(exe),
+        PINGPONG_ARGS="100 2 3",
+        LD_LIBRARY_PATH=str(virtual_cluster.local_dir() / "lib"),
+    )
     # Where the library is, the program runs: what fails below is the library.
     (tmp_path / "there").mkdir()
-    there = virtual_cluster.run_job(script, f"--nodelist={survivor}", "--ntasks=2", "--time=2", timeout=60,
-                                    env=dict(env, TASK_ERRORS=str(tmp_path / "there")))
+    there = virtual_cluster.run_job(
+        script,
+        f"--nodelist={survivor}",
+        "--ntasks=2",
+        "--time=2",
+        timeout=60,
+        env=dict(env, TASK_ERRORS=str(tmp_path / "there")),
+    )
     assert there.state == "COMPLETED", there.output
     (tmp_path / "across").mkdir()
-    across = virtual_cluster.run_job(script, "--nodes=2", "--ntasks=2", "--time=2", timeout=60,
-                                     env=dict(env, TASK_ERRORS=str(tmp_path / "across")))
+    across = virtual_cluster.run_job(
+        script, "--nodes=2", "--ntasks=2", "--time=2", timeout=60, env=dict(env, TASK_ERRORS=str(tmp_path / "across"))
+    )
     loader = (tmp_path / "across" / "task-1.err").read_text()
     print(f"job {across.id}: {across.state} after {across.seconds:.1f} s\n{across.output}task 1: {loader}")
     assert across.state == "FAILED"
     assert f"{victim}: task 1: Exited with exit code 127" in across.output
     assert "libmpi.so.12: cannot open shared object file" in loader
     assert across.seconds < 30, "the rank that started must not wait for the one that could not"
-    wait_until(lambda: only_slurmd(virtual_cluster, survivor), RANKS_GONE_BOUND,
-               processes_left(virtual_cluster, survivor))
+    wait_until(
+        lambda: only_slurmd(virtual_cluster, survivor), RANKS_GONE_BOUND, processes_left(virtual_cluster, survivor)
+    )

@@ -8,8 +8,8 @@ and bytes that really crossed the nodes' interfaces. The MPICH ABI swap
 (mpi-runtime/impi) across nodes too."""
 
 import pytest
-
 from conftest import require_published, run_flavors
+
 from onestack import problems, stack
 from onestack.cluster import pingpong
 from onestack.problems import check
@@ -29,8 +29,12 @@ LAUNCHERS = {"srun": ("srun",), "mpirun": ("mpirun", "-n", "{ranks}")}
 # case took 257 s with mpirun, 5 s unbound. Across nodes the runs here are
 # unbound; binding is what the flavors' modules set, and
 # tests/test_problems.py runs it on one node.
-UNBOUND = (("SLURM_CPU_BIND", "none"), ("HYDRA_BINDING", "none"), ("I_MPI_PIN", "off"),
-           ("OMPI_MCA_hwloc_base_binding_policy", "none"))
+UNBOUND = (
+    ("SLURM_CPU_BIND", "none"),
+    ("HYDRA_BINDING", "none"),
+    ("I_MPI_PIN", "off"),
+    ("OMPI_MCA_hwloc_base_binding_policy", "none"),
+)
 
 
 def _crossed(before: dict, after: dict) -> int:
@@ -43,22 +47,32 @@ def _finalize_hang(outcome, checks) -> bool:
     MPI_Finalize until the job's time limit (pingpong.FINALIZE_HANG): its
     results count; the hang is the MPI's known defect, not the flavor's."""
     mpich = stack.load().flavor(outcome.how.modules[0]).mpi == "mpich"
-    complete = checks and all(c.passed for c in checks) and not check.ranks_error(
-        outcome.problem["ranks_pattern"], outcome.problem["ranks"], outcome.output)
+    complete = (
+        checks
+        and all(c.passed for c in checks)
+        and not check.ranks_error(outcome.problem["ranks_pattern"], outcome.problem["ranks"], outcome.output)
+    )
     return mpich and outcome.exit != 0 and "DUE TO TIME LIMIT" in outcome.printed and bool(complete)
 
 
 def _run(cluster, problem, how, workdir, init_script):
     before = cluster.counters()
-    outcome = problems.execute(problem, how, workdir, init_script,
-                               submit=cluster.submitter(nodes=2, ranks=problem["ranks"], minutes=RUN_MINUTES))
+    outcome = problems.execute(
+        problem,
+        how,
+        workdir,
+        init_script,
+        submit=cluster.submitter(nodes=2, ranks=problem["ranks"], minutes=RUN_MINUTES),
+    )
     crossed = _crossed(before, cluster.counters())
     checks = outcome.checks()
     hung = _finalize_hang(outcome, checks)
     assert hung or not outcome.failure(), outcome.failure()
     hosts = check.hosts(outcome.printed)
-    print(f"{' '.join(how.modules)} {problem.name} ({how.launcher[0]}): hosts {hosts}, {crossed / 1e6:.1f} MB "
-          f"crossed; " + "; ".join(map(str, checks)) + (f"; {pingpong.FINALIZE_HANG}" if hung else ""))
+    print(
+        f"{' '.join(how.modules)} {problem.name} ({how.launcher[0]}): hosts {hosts}, {crossed / 1e6:.1f} MB "
+        f"crossed; " + "; ".join(map(str, checks)) + (f"; {pingpong.FINALIZE_HANG}" if hung else "")
+    )
     assert all(c.passed for c in checks), "\n".join(map(str, checks))
     assert len(hosts) == 2, f"the ranks ran on {hosts}, not on 2 hosts"
     assert crossed > MIN_CROSSING_BYTES, f"only {crossed} bytes crossed the network"
@@ -66,8 +80,9 @@ def _run(cluster, problem, how, workdir, init_script):
 
 @pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
 @pytest.mark.parametrize("module", FLAVORS)
-def test_every_flavor_runs_across_two_nodes(module, launcher, virtual_cluster, init_script, published_flavors,
-                                            tmp_path):
+def test_every_flavor_runs_across_two_nodes(
+    module, launcher, virtual_cluster, init_script, published_flavors, tmp_path
+):
     require_published(module, published_flavors)
     problem = problems.across_nodes_problem(module.split("/")[0])
     how = problems.How(modules=(module,), env=UNBOUND, launcher=LAUNCHERS[launcher], report_hosts=True)
@@ -78,12 +93,22 @@ def test_every_flavor_runs_across_two_nodes(module, launcher, virtual_cluster, i
 def test_the_abi_swap_across_two_nodes(mpi, virtual_cluster, init_script, published_flavors, tmp_path):
     """A flavor built with MPICH or MVAPICH2 runs across the nodes on Intel
     MPI's runtime (its mpiexec.hydra inside the allocation)."""
-    module = next((f.module_name for f in stack.load().flavors
-                   if f.mpi == mpi and f.module_name in published_flavors and f.app.module == "hpl"), None)
+    module = next(
+        (
+            f.module_name
+            for f in stack.load().flavors
+            if f.mpi == mpi and f.module_name in published_flavors and f.app.module == "hpl"
+        ),
+        None,
+    )
     if module is None:
         pytest.skip(f"no HPL flavor built with {mpi} is published here (`make stack` builds them)")
-    how = problems.How(modules=(module, "mpi-runtime/impi"), env=(("I_MPI_DEBUG", "4"), *UNBOUND),
-                       launcher=LAUNCHERS["mpirun"], report_hosts=True)
+    how = problems.How(
+        modules=(module, "mpi-runtime/impi"),
+        env=(("I_MPI_DEBUG", "4"), *UNBOUND),
+        launcher=LAUNCHERS["mpirun"],
+        report_hosts=True,
+    )
     _run(virtual_cluster, problems.load("hpl")["hpl"], how, tmp_path, init_script)
     assert "Intel(R) MPI Library, Version 2021.18.1" in (tmp_path / "output.txt").read_text()
 
@@ -93,6 +118,7 @@ def test_srun_without_the_modules_pmi_starts_singletons(virtual_cluster, init_sc
     the ranks check catches the one-rank jobs srun starts without it."""
     module = next(m for m in published_flavors if m.startswith("hpl/") and m.endswith("-mpich"))
     how = problems.How(modules=(module,), unset=("SLURM_MPI_TYPE",), launcher=LAUNCHERS["srun"])
-    outcome = problems.execute(problems.load("hpl")["hpl"], how, tmp_path, init_script,
-                               submit=virtual_cluster.submitter(nodes=2, ranks=2))
+    outcome = problems.execute(
+        problems.load("hpl")["hpl"], how, tmp_path, init_script, submit=virtual_cluster.submitter(nodes=2, ranks=2)
+    )
     assert "expected one job of 2 ranks" in outcome.failure()

@@ -84,8 +84,9 @@ def run(command: List, env: Dict[str, str] = None, argv0: str = None) -> subproc
     if argv0:
         args[0] = argv0
     base = {k: v for k, v in os.environ.items() if k not in DISPATCH_VARIABLES}
-    return subprocess.run(args, executable=executable, env={**base, **(env or {})}, capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        args, executable=executable, env={**base, **(env or {})}, capture_output=True, text=True, timeout=60
+    )
 
 
 def cases() -> List[Path]:
@@ -112,8 +113,9 @@ def glibc_hwcaps_level(prefix: List[str] = ()) -> str:
     """The highest glibc-hwcaps level the dynamic loader marks supported on
     this CPU (or under a prefix command such as qemu), x86-64 if none."""
     out = subprocess.run([*prefix, GLIBC_LOADER, "--help"], capture_output=True, text=True, timeout=60).stdout
-    supported = [line.split()[0] for line in out.splitlines() if line.strip().startswith("x86-64-v")
-                 and "(supported" in line]
+    supported = [
+        line.split()[0] for line in out.splitlines() if line.strip().startswith("x86-64-v") and "(supported" in line
+    ]
     return max(supported, default="x86-64", key=LEVELS.index)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from onestack import data, paths, stack
+from onestack import data, paths, validate
 
 CASES = sorted((paths.REPO / "tests" / "bad-input").glob("*.yaml"))
 DATA_FOLDERS = ("environments", "sites", "setup", "containers", "report", "tests/problems")
@@ -53,7 +53,7 @@ def test_bad_input_is_refused_with_file_and_key(file, tmp_path, monkeypatch):
     case = data.load(file, "bad-input")
     monkeypatch.setenv("ONESTACK_DATA_ROOT", str(edited_copy(case, tmp_path)))
     with pytest.raises(data.InputError) as err:
-        stack.check_all()
+        validate.check_all()
     message = str(err.value)
     for line in case["error"]:
         assert line in message, f"missing from the error:\n  {line}\ngot:\n{message}"
@@ -61,6 +61,7 @@ def test_bad_input_is_refused_with_file_and_key(file, tmp_path, monkeypatch):
 
 def test_the_real_data_passes(monkeypatch, tmp_path):
     """The copy itself is good: each case fails only by its edit."""
-    monkeypatch.setenv("ONESTACK_DATA_ROOT", str(edited_copy({"file": "sites/default/site.yaml", "edits": []},
-                                                              tmp_path)))
-    stack.check_all()
+    monkeypatch.setenv(
+        "ONESTACK_DATA_ROOT", str(edited_copy({"file": "sites/default/site.yaml", "edits": []}, tmp_path))
+    )
+    validate.check_all()

@@ -7,11 +7,17 @@ import pytest
 from onestack import cluster
 
 
-@pytest.mark.parametrize("text,error", [
-    ("prefix: Bad-Name\nsubnet: 10.213.9.0/24\nnodes: 2\n", r"1 problem\(s\):\n  prefix: 'Bad-Name' does not match"),
-    ("prefix: ok\nsubnet: 8.8.8.0/24\nnodes: 2\n", r"subnet: 8.8.8.0/24 is not a private network"),
-    ("prefix: ok\nsubnet: 10.213.9.0/29\nnodes: 9\n", r"nodes: 9 must be a whole number from 1 to 5"),
-])
+@pytest.mark.parametrize(
+    "text,error",
+    [
+        (
+            "prefix: Bad-Name\nsubnet: 10.213.9.0/24\nnodes: 2\n",
+            r"1 problem\(s\):\n  prefix: 'Bad-Name' does not match",
+        ),
+        ("prefix: ok\nsubnet: 8.8.8.0/24\nnodes: 2\n", r"subnet: 8.8.8.0/24 is not a private network"),
+        ("prefix: ok\nsubnet: 10.213.9.0/29\nnodes: 9\n", r"nodes: 9 must be a whole number from 1 to 5"),
+    ],
+)
 def test_a_bad_description_is_refused_with_the_key(text, error, tmp_path):
     file = tmp_path / "cluster.yaml"
     file.write_text(text)

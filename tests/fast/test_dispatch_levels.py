@@ -21,8 +21,10 @@ BUILT_LEVELS = ("x86-64-v2", "x86-64-v3", "x86-64-v4")
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> SimpleNamespace:
     folder = tmp_path_factory.mktemp("dispatch-built")
-    return SimpleNamespace(dispatcher=tree.compile_dispatcher(folder),
-                           probe=tree.compile_c(tree.PROGRAMS / "run_report.c", folder / PROGRAM, "-O1"))
+    return SimpleNamespace(
+        dispatcher=tree.compile_dispatcher(folder),
+        probe=tree.compile_c(tree.PROGRAMS / "run_report.c", folder / PROGRAM, "-O1"),
+    )
 
 
 def make_stack(root: Path, built, levels=BUILT_LEVELS) -> SimpleNamespace:
@@ -33,8 +35,13 @@ def make_stack(root: Path, built, levels=BUILT_LEVELS) -> SimpleNamespace:
         builds[level].mkdir(parents=True)
         shutil.copy(built.probe, builds[level] / PROGRAM)
     bin_dir = tree.lay_out(root / "dispatch", built.dispatcher, builds, [PROGRAM])
-    return SimpleNamespace(bin=bin_dir, entry=bin_dir / PROGRAM, builds=builds, table=root / "dispatch" / "levels.conf",
-                           marker=root / "ran")
+    return SimpleNamespace(
+        bin=bin_dir,
+        entry=bin_dir / PROGRAM,
+        builds=builds,
+        table=root / "dispatch" / "levels.conf",
+        marker=root / "ran",
+    )
 
 
 @pytest.fixture
@@ -50,7 +57,7 @@ def on(cpu: str, stack, **env) -> dict:
 def ran_build(proc) -> str:
     """Which level's probe ran, from the path it printed."""
     assert proc.returncode == 0, proc.stderr
-    exe = next(line[len("exe="):] for line in proc.stdout.splitlines() if line.startswith("exe="))
+    exe = next(line[len("exe=") :] for line in proc.stdout.splitlines() if line.startswith("exe="))
     return Path(exe).parent.parent.name
 
 
@@ -60,6 +67,7 @@ def message(proc) -> str:
 
 
 # ---- the level of each recorded CPU ----
+
 
 @pytest.mark.parametrize("case_file", tree.cases(), ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_each_recorded_cpu_gives_its_level(case_file, built):
@@ -71,9 +79,19 @@ def test_each_recorded_cpu_gives_its_level(case_file, built):
 
 def test_the_cases_cover_every_level_and_the_briefed_cpus():
     names = {f"{p.parent.name}/{p.stem}" for p in tree.cases()}
-    assert {"intel/conroe", "intel/nehalem", "intel/sandybridge", "intel/haswell", "intel/skylake-avx512",
-            "amd/zen2-epyc-rome", "amd/zen3-epyc-milan", "amd/zen4-epyc-genoa", "amd/zen4-os-without-avx512-state",
-            "intel/xeon-avx512-amx", "intel/icelake-server-under-qemu"} <= names
+    assert {
+        "intel/conroe",
+        "intel/nehalem",
+        "intel/sandybridge",
+        "intel/haswell",
+        "intel/skylake-avx512",
+        "amd/zen2-epyc-rome",
+        "amd/zen3-epyc-milan",
+        "amd/zen4-epyc-genoa",
+        "amd/zen4-os-without-avx512-state",
+        "intel/xeon-avx512-amx",
+        "intel/icelake-server-under-qemu",
+    } <= names
     assert {tree.expected_level(p) for p in tree.cases()} == set(tree.LEVELS)
 
 
@@ -95,23 +113,27 @@ def test_a_recorded_report_gives_what_the_cpu_itself_gives(built, tmp_path):
 
 # ---- which build runs ----
 
-@pytest.mark.parametrize("cpu, levels, expected", [
-    ("intel/nehalem", BUILT_LEVELS, "x86-64-v2"),
-    ("intel/sandybridge", BUILT_LEVELS, "x86-64-v2"),
-    ("intel/haswell", BUILT_LEVELS, "x86-64-v3"),
-    ("intel/skylake-avx512", BUILT_LEVELS, "x86-64-v4"),
-    ("intel/skylake-server-under-qemu", BUILT_LEVELS, "x86-64-v3"),
-    ("amd/zen2-epyc-rome", BUILT_LEVELS, "x86-64-v3"),
-    ("amd/zen3-epyc-milan", BUILT_LEVELS, "x86-64-v3"),
-    ("intel/xeon-avx512-amx", BUILT_LEVELS, "x86-64-v4"),
-    ("intel/icelake-server-under-qemu", BUILT_LEVELS, "x86-64-v3"),
-    ("amd/zen4-epyc-genoa", BUILT_LEVELS, "x86-64-v4"),
-    ("amd/zen4-os-without-avx512-state", BUILT_LEVELS, "x86-64-v3"),
-    ("intel/haswell-os-without-xsave", BUILT_LEVELS, "x86-64-v2"),
-    ("intel/haswell", ("x86-64-v2", "x86-64-v4"), "x86-64-v2"),
-    ("amd/zen4-epyc-genoa", ("x86-64", "x86-64-v2"), "x86-64-v2"),
-    ("intel/conroe", ("x86-64", "x86-64-v2"), "x86-64"),
-])
+
+@pytest.mark.parametrize(
+    "cpu, levels, expected",
+    [
+        ("intel/nehalem", BUILT_LEVELS, "x86-64-v2"),
+        ("intel/sandybridge", BUILT_LEVELS, "x86-64-v2"),
+        ("intel/haswell", BUILT_LEVELS, "x86-64-v3"),
+        ("intel/skylake-avx512", BUILT_LEVELS, "x86-64-v4"),
+        ("intel/skylake-server-under-qemu", BUILT_LEVELS, "x86-64-v3"),
+        ("amd/zen2-epyc-rome", BUILT_LEVELS, "x86-64-v3"),
+        ("amd/zen3-epyc-milan", BUILT_LEVELS, "x86-64-v3"),
+        ("intel/xeon-avx512-amx", BUILT_LEVELS, "x86-64-v4"),
+        ("intel/icelake-server-under-qemu", BUILT_LEVELS, "x86-64-v3"),
+        ("amd/zen4-epyc-genoa", BUILT_LEVELS, "x86-64-v4"),
+        ("amd/zen4-os-without-avx512-state", BUILT_LEVELS, "x86-64-v3"),
+        ("intel/haswell-os-without-xsave", BUILT_LEVELS, "x86-64-v2"),
+        ("intel/haswell", ("x86-64-v2", "x86-64-v4"), "x86-64-v2"),
+        ("amd/zen4-epyc-genoa", ("x86-64", "x86-64-v2"), "x86-64-v2"),
+        ("intel/conroe", ("x86-64", "x86-64-v2"), "x86-64"),
+    ],
+)
 def test_the_highest_build_not_above_the_cpu_runs(cpu, levels, expected, tmp_path, built):
     stack = make_stack(tmp_path, built, levels)
     assert ran_build(tree.run([stack.entry], env=on(cpu, stack))) == expected
@@ -120,8 +142,14 @@ def test_the_highest_build_not_above_the_cpu_runs(cpu, levels, expected, tmp_pat
 def test_arguments_argv0_and_environment_pass_through(stack):
     env = on("intel/haswell", stack, DISPATCH_TEST_VALUE="kept", PATH=f"{stack.bin}:/usr/bin:/bin")
     proc = tree.run([PROGRAM, "-in", "scf in", ""], env=env)
-    assert proc.stdout.splitlines() == [f"exe={stack.builds['x86-64-v3'] / PROGRAM}", f"argv0={PROGRAM}",
-                                        "arg=-in", "arg=scf in", "arg=", "value=kept"]
+    assert proc.stdout.splitlines() == [
+        f"exe={stack.builds['x86-64-v3'] / PROGRAM}",
+        f"argv0={PROGRAM}",
+        "arg=-in",
+        "arg=scf in",
+        "arg=",
+        "value=kept",
+    ]
     assert "argv0=./typed/as" in tree.run([stack.entry], env=env, argv0="./typed/as").stdout
 
 
@@ -133,11 +161,13 @@ def test_verbose_names_the_cpu_level_and_the_build(stack):
 
 
 def test_a_forced_level_runs_that_build(stack):
-    proc = tree.run([stack.entry], env=on("amd/zen4-epyc-genoa", stack, ONESTACK_CPU_LEVEL="x86-64-v2",
-                                          ONESTACK_CPU_VERBOSE="1"))
+    proc = tree.run(
+        [stack.entry], env=on("amd/zen4-epyc-genoa", stack, ONESTACK_CPU_LEVEL="x86-64-v2", ONESTACK_CPU_VERBOSE="1")
+    )
     assert ran_build(proc) == "x86-64-v2"
-    assert message(proc) == (f"onestack: CPU x86-64-v4; running the x86-64-v2 build (ONESTACK_CPU_LEVEL): "
-                             f"{stack.builds['x86-64-v2']}/probe")
+    assert message(proc) == (
+        f"onestack: CPU x86-64-v4; running the x86-64-v2 build (ONESTACK_CPU_LEVEL): {stack.builds['x86-64-v2']}/probe"
+    )
 
 
 def test_a_forced_level_above_the_cpu_is_refused(stack):
@@ -146,7 +176,8 @@ def test_a_forced_level_above_the_cpu_is_refused(stack):
     assert message(proc) == (
         "onestack: ONESTACK_CPU_LEVEL=x86-64-v4: this CPU is x86-64-v3, it lacks AVX512F, AVX512BW, AVX512CD, "
         "AVX512DQ, AVX512VL, XCR0 opmask+ZMM state (OS-enabled); unset it, or pick a level of "
-        f"{stack.table} (x86-64-v2, x86-64-v3, x86-64-v4) not above x86-64-v3")
+        f"{stack.table} (x86-64-v2, x86-64-v3, x86-64-v4) not above x86-64-v3"
+    )
     assert not stack.marker.exists()
 
 
@@ -155,22 +186,29 @@ def test_a_forced_level_not_in_the_table_is_refused(forced, tmp_path, built):
     stack = make_stack(tmp_path, built, ("x86-64-v2", "x86-64-v3"))
     proc = tree.run([stack.entry], env=on("intel/skylake-avx512", stack, ONESTACK_CPU_LEVEL=forced))
     assert proc.returncode == EXIT_UNDECIDED
-    assert message(proc) == (f"onestack: ONESTACK_CPU_LEVEL={forced}: no such build in {stack.table}; "
-                             "it has: x86-64-v2, x86-64-v3")
+    assert message(proc) == (
+        f"onestack: ONESTACK_CPU_LEVEL={forced}: no such build in {stack.table}; it has: x86-64-v2, x86-64-v3"
+    )
     assert not stack.marker.exists()
 
 
 # ---- refusals ----
 
-@pytest.mark.parametrize("cpu, lacks", [
-    ("intel/conroe", "CMPXCHG16B, POPCNT, SSE4.1, SSE4.2"),
-    ("intel/penryn", "POPCNT, SSE4.2"),
-])
+
+@pytest.mark.parametrize(
+    "cpu, lacks",
+    [
+        ("intel/conroe", "CMPXCHG16B, POPCNT, SSE4.1, SSE4.2"),
+        ("intel/penryn", "POPCNT, SSE4.2"),
+    ],
+)
 def test_a_cpu_below_the_baseline_is_refused_without_running(cpu, lacks, stack):
     proc = tree.run([stack.entry, "-in", "scf.in"], env=on(cpu, stack))
     assert proc.returncode == EXIT_BELOW_BASELINE
-    assert message(proc) == (f"onestack: probe cannot run on this CPU: it is x86-64 (v1), below the stack's "
-                             f"baseline x86-64-v2 (it lacks {lacks}); use a node with a newer CPU")
+    assert message(proc) == (
+        f"onestack: probe cannot run on this CPU: it is x86-64 (v1), below the stack's "
+        f"baseline x86-64-v2 (it lacks {lacks}); use a node with a newer CPU"
+    )
     assert proc.stdout == "" and not stack.marker.exists()
 
 
@@ -178,8 +216,10 @@ def test_the_baseline_is_the_lowest_level_of_the_table(tmp_path, built):
     stack = make_stack(tmp_path, built, ("x86-64-v3", "x86-64-v4"))
     proc = tree.run([stack.entry], env=on("intel/sandybridge", stack))
     assert proc.returncode == EXIT_BELOW_BASELINE
-    assert "it is x86-64-v2, below the stack's baseline x86-64-v3 (it lacks AVX2, BMI1, BMI2, F16C, FMA, " \
-           "LZCNT, MOVBE)" in message(proc)
+    assert (
+        "it is x86-64-v2, below the stack's baseline x86-64-v3 (it lacks AVX2, BMI1, BMI2, F16C, FMA, "
+        "LZCNT, MOVBE)" in message(proc)
+    )
     assert not stack.marker.exists()
 
 
@@ -187,24 +227,32 @@ def test_the_cpu_check_for_module_load(stack):
     check = stack.bin / tree.CHECK_NAME
     fits = tree.run([check], env=on("intel/haswell", stack))
     assert fits.returncode == 0, fits.stderr
-    assert fits.stdout == f"onestack: CPU x86-64-v3; programs here run the x86-64-v3 build in {stack.builds['x86-64-v3']}\n"
+    assert (
+        fits.stdout
+        == f"onestack: CPU x86-64-v3; programs here run the x86-64-v3 build in {stack.builds['x86-64-v3']}\n"
+    )
     old = tree.run([check], env=on("intel/conroe", stack))
     assert old.returncode == EXIT_BELOW_BASELINE and old.stdout == ""
-    assert message(old).startswith("onestack: this stack's programs cannot run on this CPU: it is x86-64 (v1), "
-                                   "below the stack's baseline x86-64-v2")
+    assert message(old).startswith(
+        "onestack: this stack's programs cannot run on this CPU: it is x86-64 (v1), "
+        "below the stack's baseline x86-64-v2"
+    )
     shutil.rmtree(stack.builds["x86-64-v3"])
     gone = tree.run([check], env=on("intel/haswell", stack))
     assert gone.returncode == EXIT_CANNOT_RUN
-    assert message(gone) == (f"onestack: the x86-64-v3 build's folder {stack.builds['x86-64-v3']} is missing "
-                             f"({stack.table}:2)")
+    assert message(gone) == (
+        f"onestack: the x86-64-v3 build's folder {stack.builds['x86-64-v3']} is missing ({stack.table}:2)"
+    )
 
 
 def test_a_missing_program_is_named_with_its_build(stack):
     (stack.builds["x86-64-v3"] / PROGRAM).unlink()
     proc = tree.run([stack.entry], env=on("intel/haswell", stack))
     assert proc.returncode == EXIT_CANNOT_RUN
-    assert message(proc) == (f"onestack: the x86-64-v3 build has no program probe ({stack.builds['x86-64-v3']}/probe: "
-                             f"No such file or directory; {stack.table}:2)")
+    assert message(proc) == (
+        f"onestack: the x86-64-v3 build has no program probe ({stack.builds['x86-64-v3']}/probe: "
+        f"No such file or directory; {stack.table}:2)"
+    )
 
 
 def test_a_build_folder_that_is_the_dispatch_folder_is_refused(stack):
@@ -217,14 +265,22 @@ def test_a_build_folder_that_is_the_dispatch_folder_is_refused(stack):
 
 # ---- the table ----
 
-@pytest.mark.parametrize("text, line, error", [
-    ("x86-64-v2 /a\nhaswell /b\n", 2, "unknown level 'haswell'; allowed: x86-64, x86-64-v2, x86-64-v3, x86-64-v4"),
-    ("x86-64-v2 relative/bin\n", 1, "expected `x86-64-v2 <absolute bin folder>`, got no absolute folder after the level"),
-    ("# the builds\nx86-64-v2\n", 2, "expected `x86-64-v2 <absolute bin folder>`"),
-    ("x86-64-v3 /a\nx86-64-v2 /b\n", 2, "x86-64-v2 after x86-64-v3 (line 1): list each level once, lowest first"),
-    ("x86-64-v2 /a\n\nx86-64-v2 /b\n", 3, "x86-64-v2 after x86-64-v2 (line 1): list each level once, lowest first"),
-    ("x86-64-v2 /" + "a" * 5000 + "\n", 1, "line longer than 4094 characters"),
-])
+
+@pytest.mark.parametrize(
+    "text, line, error",
+    [
+        ("x86-64-v2 /a\nhaswell /b\n", 2, "unknown level 'haswell'; allowed: x86-64, x86-64-v2, x86-64-v3, x86-64-v4"),
+        (
+            "x86-64-v2 relative/bin\n",
+            1,
+            "expected `x86-64-v2 <absolute bin folder>`, got no absolute folder after the level",
+        ),
+        ("# the builds\nx86-64-v2\n", 2, "expected `x86-64-v2 <absolute bin folder>`"),
+        ("x86-64-v3 /a\nx86-64-v2 /b\n", 2, "x86-64-v2 after x86-64-v3 (line 1): list each level once, lowest first"),
+        ("x86-64-v2 /a\n\nx86-64-v2 /b\n", 3, "x86-64-v2 after x86-64-v2 (line 1): list each level once, lowest first"),
+        ("x86-64-v2 /" + "a" * 5000 + "\n", 1, "line longer than 4094 characters"),
+    ],
+)
 def test_a_malformed_table_line_is_refused_with_its_file_and_line(text, line, error, stack):
     tree.write_table(stack.table.parent, text)
     proc = tree.run([stack.entry], env=on("intel/haswell", stack))
@@ -233,10 +289,16 @@ def test_a_malformed_table_line_is_refused_with_its_file_and_line(text, line, er
     assert not stack.marker.exists()
 
 
-@pytest.mark.parametrize("text, error", [
-    ("# generated at publish time\n\n", "lists no build (lines `x86-64-v2 <absolute bin folder>`)"),
-    (None, "No such file or directory (the table of this dispatcher's builds, made when the module tree is published)"),
-])
+@pytest.mark.parametrize(
+    "text, error",
+    [
+        ("# generated at publish time\n\n", "lists no build (lines `x86-64-v2 <absolute bin folder>`)"),
+        (
+            None,
+            "No such file or directory (the table of this dispatcher's builds, made when the module tree is published)",
+        ),
+    ],
+)
 def test_an_empty_or_missing_table_is_refused(text, error, stack):
     if text is None:
         stack.table.unlink()
@@ -256,6 +318,7 @@ def test_comments_blanks_tabs_and_folders_with_blanks(tmp_path, built):
 
 # ---- names and links ----
 
+
 def test_a_symbolic_link_to_an_entry_point_runs_its_program(stack, tmp_path):
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "elsewhere" / "alias").symlink_to(stack.entry)
@@ -272,11 +335,17 @@ def test_a_symbolic_link_to_the_dispatcher_itself_is_refused(stack, built, tmp_p
 
 # ---- the test input itself ----
 
-@pytest.mark.parametrize("text, error", [
-    ("0x00000000 0x00: eax=0x0000000d\n", ":1: not a record: expected `0x<leaf> 0x<subleaf>: eax=0x.."),
-    ("0x00000000 0x00: eax=0x0000000d ebx=0x0 ecx=0x0 edx=0x0\n",
-     ": no record of CPUID leaf 0x00000001 subleaf 0x00"),
-])
+
+@pytest.mark.parametrize(
+    "text, error",
+    [
+        ("0x00000000 0x00: eax=0x0000000d\n", ":1: not a record: expected `0x<leaf> 0x<subleaf>: eax=0x.."),
+        (
+            "0x00000000 0x00: eax=0x0000000d ebx=0x0 ecx=0x0 edx=0x0\n",
+            ": no record of CPUID leaf 0x00000001 subleaf 0x00",
+        ),
+    ],
+)
 def test_a_bad_cpuid_record_is_refused(text, error, built, tmp_path):
     (tmp_path / "bad.cpuid").write_text(text)
     proc = tree.run([built.dispatcher, "--level"], env={"ONESTACK_CPUID_FILE": str(tmp_path / "bad.cpuid")})
@@ -299,6 +368,7 @@ def test_the_dispatcher_under_its_own_name_shows_its_usage(built):
 
 # ---- the recipe ----
 
+
 def test_the_dispatcher_is_static_and_plain_x86_64(built):
     """No program interpreter (PT_INTERP) in its ELF program headers, and
     compiled for the x86-64 baseline."""
@@ -307,11 +377,12 @@ def test_the_dispatcher_is_static_and_plain_x86_64(built):
     assert elf[:4] == b"\x7fELF" and elf[4] == 2, "not a 64-bit ELF"
     phoff = int.from_bytes(elf[32:40], "little")
     phentsize, phnum = int.from_bytes(elf[54:56], "little"), int.from_bytes(elf[56:58], "little")
-    types = [int.from_bytes(elf[phoff + i * phentsize:phoff + i * phentsize + 4], "little") for i in range(phnum)]
+    types = [int.from_bytes(elf[phoff + i * phentsize : phoff + i * phentsize + 4], "little") for i in range(phnum)]
     assert 3 not in types, "the dispatcher has a program interpreter: it is dynamically linked"
 
 
 # ---- the report's start cost (onestack/report/start_cost.py) ----
+
 
 def test_the_report_finds_the_build_the_dispatcher_runs_and_times_its_start(tmp_path, built):
     """On a one-level table every CPU of the baseline runs that build; the

@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 
+from onestack import stack
 from onestack.modules import dispatch
 from onestack.spack.environment import DISPATCHER
-from onestack import stack
 from tests.fast import dispatch_tree as tree
 
 
@@ -38,15 +38,21 @@ def test_entry_points_over_the_installed_builds(installs, tmp_path):
     assert written["levels"] == ["x86-64-v2", "x86-64-v3"] and written["programs"] == 1
     folder = tmp_path / "release" / "dispatch" / "hpl" / "openblas-mpich"
     assert sorted(p.name for p in (folder / "bin").iterdir()) == ["hpcc", "onestack-cpu-check"]
-    assert (folder / "bin" / "hpcc").stat().st_ino == (tmp_path / "dispatcher" / "bin" / "onestack-dispatch").stat().st_ino
+    assert (folder / "bin" / "hpcc").stat().st_ino == (
+        tmp_path / "dispatcher" / "bin" / "onestack-dispatch"
+    ).stat().st_ino
     table = [line for line in (folder / "levels.conf").read_text().splitlines() if not line.startswith("#")]
     assert table == [f"x86-64-v2 {tmp_path}/x86-64-v2/bin", f"x86-64-v3 {tmp_path}/x86-64-v3/bin"]
-    on_skylake = tree.run([folder / "bin" / "hpcc"], env={"ONESTACK_CPUID_FILE": str(tree.case("intel/skylake-avx512")),
-                                                          "ONESTACK_CPU_VERBOSE": "1"})
+    on_skylake = tree.run(
+        [folder / "bin" / "hpcc"],
+        env={"ONESTACK_CPUID_FILE": str(tree.case("intel/skylake-avx512")), "ONESTACK_CPU_VERBOSE": "1"},
+    )
     assert on_skylake.returncode == 0, on_skylake.stderr
     assert f"running the x86-64-v3 build: {tmp_path}/x86-64-v3/bin/hpcc" in on_skylake.stderr
     on_conroe = tree.run([folder / "bin" / "hpcc"], env={"ONESTACK_CPUID_FILE": str(tree.case("intel/conroe"))})
-    assert on_conroe.returncode == tree.EXIT_BELOW_BASELINE and "below the stack's baseline x86-64-v2" in on_conroe.stderr
+    assert (
+        on_conroe.returncode == tree.EXIT_BELOW_BASELINE and "below the stack's baseline x86-64-v2" in on_conroe.stderr
+    )
 
 
 def test_a_program_missing_from_a_build_is_not_dispatched(installs, tmp_path):

@@ -15,13 +15,22 @@ CPUS_FILE = data.location(paths.environments_dir() / cpus.CPUS_FILE)
 def as_cpu(monkeypatch):
     def become(name: str):
         monkeypatch.setattr(host, "_cpu", lambda: archspec.TARGETS[name])
+
     return become
 
 
-@pytest.mark.parametrize("name, level, runs_v4", [
-    ("zen3", "v3", False), ("zen4", "v4", True), ("icelake", "v4", True), ("sapphirerapids", "v4", True),
-    ("haswell", "v3", False), ("nehalem", "v2", False), ("core2", "v1", False),
-])
+@pytest.mark.parametrize(
+    "name, level, runs_v4",
+    [
+        ("zen3", "v3", False),
+        ("zen4", "v4", True),
+        ("icelake", "v4", True),
+        ("sapphirerapids", "v4", True),
+        ("haswell", "v3", False),
+        ("nehalem", "v2", False),
+        ("core2", "v1", False),
+    ],
+)
 def test_each_cpu_gets_its_level(as_cpu, name, level, runs_v4):
     as_cpu(name)
     assert (host.target(), host.level(), host.runs("x86-64-v4")) == (name, level, runs_v4)

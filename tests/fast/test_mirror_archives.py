@@ -15,8 +15,12 @@ from onestack.spack import mirror
 def test_a_file_with_another_checksum_is_refused(tmp_path):
     repo = tmp_path / "repo"
     commit = _one_commit_repo(repo)
-    source = {"spec": "quantum-espresso@6.7.0", "kind": "patch", "sha256": "0" * 64,
-              "mirror_path": "_source-cache/archive/00/" + "0" * 64}
+    source = {
+        "spec": "quantum-espresso@6.7.0",
+        "kind": "patch",
+        "sha256": "0" * 64,
+        "mirror_path": "_source-cache/archive/00/" + "0" * 64,
+    }
     how = {"git": {"clone_variable": "TEST_CLONE", "commit": commit}}
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TEST_CLONE", str(repo))
@@ -34,8 +38,9 @@ def _one_commit_repo(path):
     (path / "test").mkdir()
     (path / "test" / "out").write_text("a test program's recorded output\n")
     subprocess.run(["git", "-C", str(path), "add", "."], check=True)
-    subprocess.run(["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
-                   check=True)
+    subprocess.run(
+        ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"], check=True
+    )
     return subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], text=True, capture_output=True).stdout.strip()
 
 
@@ -44,8 +49,14 @@ def test_a_git_version_is_archived_from_its_commit_or_named_with_its_variable(tm
     Spack keeps it: a tar.gz of the commit's tree under one top folder, less
     the files `omit` names (amdlibflame@4.2: files no build step reads)."""
     commit = _one_commit_repo(tmp_path / "repo")
-    source = {"spec": "mvapich2@2.3.7-1", "kind": "source", "sha256": None, "commit": commit,
-              "url": "https://example.org/x.git", "mirror_path": f"_source-cache/git/x.git/{commit}.tar.gz"}
+    source = {
+        "spec": "mvapich2@2.3.7-1",
+        "kind": "source",
+        "sha256": None,
+        "commit": commit,
+        "url": "https://example.org/x.git",
+        "mirror_path": f"_source-cache/git/x.git/{commit}.tar.gz",
+    }
     how = {"clone_variable": "TEST_CLONE", "omit": {"test/out": "no build step reads it"}}
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ONESTACK_MIRROR", str(tmp_path / "mirror"))

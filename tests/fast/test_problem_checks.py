@@ -28,11 +28,16 @@ def _recorded(app: str, case: str):
 def _perturbed(problem, output: str) -> str:
     """The output with each checked value moved by ten tolerances (or past its bound)."""
     for how in problem["checks"].values():
+
         def move(match):
             value = float(match.group(1))
-            shift = max(how.get("tolerance", 0) * 10, abs(value) * 1e-3, 1e-3) if "at_most" not in how \
+            shift = (
+                max(how.get("tolerance", 0) * 10, abs(value) * 1e-3, 1e-3)
+                if "at_most" not in how
                 else how["at_most"] + 1 - value
+            )
             return match.group(0).replace(match.group(1), repr(value + shift))
+
         output = re.sub(how["pattern"], move, output, flags=re.MULTILINE)
     return output
 
@@ -49,8 +54,7 @@ def test_recorded_output_passes_and_a_moved_value_fails(app, case):
     assert check.ranks_error(problem["ranks_pattern"], problem["ranks"] + 1, output), "a wrong rank count passed"
 
 
-@pytest.mark.parametrize("app,case", CASES[:1] + [c for c in CASES if c[0] == "hpl"],
-                         ids=lambda c: str(c))
+@pytest.mark.parametrize("app,case", CASES[:1] + [c for c in CASES if c[0] == "hpl"], ids=lambda c: str(c))
 def test_the_images_checker_gives_the_same_verdict(app, case, tmp_path):
     """check.py run as the image runs it, on the literal the image carries."""
     problem = problems.load(app, benchmarks=True)[case]
@@ -59,8 +63,17 @@ def test_the_images_checker_gives_the_same_verdict(app, case, tmp_path):
     (tmp_path / "reference").write_text(reference)
     for text, verdict in ((output, 0), (_perturbed(problem, output), 1)):
         (tmp_path / "output").write_text(text)
-        proc = subprocess.run([sys.executable, check.__file__, str(tmp_path / "checks.txt"), str(tmp_path / "output"),
-                               str(tmp_path / "reference")], capture_output=True, text=True)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                check.__file__,
+                str(tmp_path / "checks.txt"),
+                str(tmp_path / "output"),
+                str(tmp_path / "reference"),
+            ],
+            capture_output=True,
+            text=True,
+        )
         assert proc.returncode == verdict, proc.stdout + proc.stderr
 
 
@@ -70,9 +83,11 @@ def test_a_missing_value_fails_and_durations_read_in_seconds():
     reference = "!    total energy              =     -15.83976536 Ry\n     P=  -54.09\n"
     assert not all(c.passed for c in check.compare(problem["checks"], "no energy printed\n", reference))
     pattern = problem["figures"]["wall_time"]["pattern"]
-    lines = {"     PWSCF        :     40.80s CPU     59.84s WALL": 59.84,
-             "     PWSCF        :   1m11.79s CPU   1m 2.16s WALL": 62.16,
-             "     PWSCF        :   1h 2m CPU   1h 3m WALL": 3780.0}
+    lines = {
+        "     PWSCF        :     40.80s CPU     59.84s WALL": 59.84,
+        "     PWSCF        :   1m11.79s CPU   1m 2.16s WALL": 62.16,
+        "     PWSCF        :   1h 2m CPU   1h 3m WALL": 3780.0,
+    }
     for line, seconds in lines.items():
         assert check.values(pattern, line) == [seconds]
     with pytest.raises(ValueError, match="not a number or a duration"):

@@ -59,13 +59,22 @@ def repo_files() -> Tuple[str, ...]:
     """Every file of the checkout that git keeps or would keep (tracked, or
     new and not ignored); a walk of the tree where git is missing."""
     try:
-        listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                                capture_output=True, text=True, check=True).stdout.splitlines()
+        listed = subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
     except (OSError, subprocess.CalledProcessError):
         ignored = {".git", ".generated", ".spack-env", "__pycache__"}
-        listed = [p.relative_to(REPO).as_posix() for p in REPO.rglob("*")
-                  if p.is_file() and not ignored & set(p.relative_to(REPO).parts)
-                  and not p.relative_to(REPO).parts[0].startswith("$")]
+        listed = [
+            p.relative_to(REPO).as_posix()
+            for p in REPO.rglob("*")
+            if p.is_file()
+            and not ignored & set(p.relative_to(REPO).parts)
+            and not p.relative_to(REPO).parts[0].startswith("$")
+        ]
     return tuple(sorted(f for f in listed if (REPO / f).is_file()))
 
 
@@ -91,8 +100,11 @@ def _docstrings(text: str) -> Iterator[Tuple[int, str]]:
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
-                    and isinstance(first.value.value, str):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 for offset, line in enumerate(first.value.value.splitlines()):
                     yield first.lineno + offset, line
 
@@ -113,8 +125,11 @@ def prose(path: str) -> List[Tuple[int, str]]:
     if path.endswith(".md"):
         return list(enumerate(text.splitlines(), 1))
     if path.endswith(".py"):
-        comments = [(t.start[0], t.string) for t in tokenize.generate_tokens(io.StringIO(text).readline)
-                    if t.type == tokenize.COMMENT]
+        comments = [
+            (t.start[0], t.string)
+            for t in tokenize.generate_tokens(io.StringIO(text).readline)
+            if t.type == tokenize.COMMENT
+        ]
         return sorted(comments + list(_docstrings(text)))
     if path.endswith(".c"):
         return list(_blocks(text, r"/\*.*?\*/|//[^\n]*"))
@@ -146,12 +161,12 @@ def broken_paths(path: str) -> List[str]:
     for number, line in prose(path):
         for match in path_pattern().finditer(line):
             named = match.group(1).rstrip(".,:;")
-            if line[match.end():match.end() + 1] in PLACEHOLDER or _exists(named):
+            if line[match.end() : match.end() + 1] in PLACEHOLDER or _exists(named):
                 continue
             broken.append(f"{path}:{number}: {named} does not exist: {line.strip()}")
         for match in NAME.finditer(line):
             name = match.group(1)
-            if line[match.end():match.end() + 1] in PLACEHOLDER or name in EXTERNAL_NAMES:
+            if line[match.end() : match.end() + 1] in PLACEHOLDER or name in EXTERNAL_NAMES:
                 continue
             if name not in names and f"{name}.j2" not in names:
                 broken.append(f"{path}:{number}: no file is named {name}: {line.strip()}")
@@ -208,8 +223,10 @@ def test_every_link_of_a_page_leads_somewhere(path):
 def test_the_path_check_finds_what_it_must():
     """The patterns on made-up lines: a wrong path and name are caught, the
     abbreviation and the placeholders are not."""
-    line = ("see onestack/nowhere.py, tests/fast, packages/.../mvapich2/package.py, environments/<app>.yaml, "
-            "$ONESTACK_PREFIX/modules, /opt/onestack/dispatch, .generated/ci/ and nowhere.py")
+    line = (
+        "see onestack/nowhere.py, tests/fast, packages/.../mvapich2/package.py, environments/<app>.yaml, "
+        "$ONESTACK_PREFIX/modules, /opt/onestack/dispatch, .generated/ci/ and nowhere.py"
+    )
     named = [m.group(1).rstrip(".,") for m in path_pattern().finditer(line)]
     assert named == ["onestack/nowhere.py", "tests/fast", "packages/.../mvapich2/package.py", "environments/"]
     assert [_exists(p) for p in named[:3]] == [False, True, True]
@@ -256,8 +273,9 @@ def make_commands(path: str) -> Iterator[Tuple[int, str]]:
 @pytest.mark.parametrize("path", [f for f in prose_files() if f != "Makefile"] + list(PIPELINE_FILES))
 def test_every_make_target_named_exists(path):
     targets = makefile_targets()
-    unknown = [f"{path}:{n}: `make {t}` is no target of the Makefile" for n, t in make_commands(path)
-               if t not in targets]
+    unknown = [
+        f"{path}:{n}: `make {t}` is no target of the Makefile" for n, t in make_commands(path) if t not in targets
+    ]
     assert not unknown, "\n".join(unknown)
 
 
@@ -311,9 +329,12 @@ def goal_numbers() -> Dict[str, List[str]]:
 
 # A number of minutes stated as CI's budget: "the <n>-minute budget", "a
 # budget of <n> minutes", "CI's <n> minutes".
-BUDGET = re.compile(r"\d+(?:\.\d+)?[- ]?min(?:ute)?s?\W+(?:\w+\W+){0,2}budget"
-                    r"|budget\W+(?:\w+\W+){0,3}?\d+(?:\.\d+)?[- ]?min"
-                    r"|\bCI(?:'s)?\W+\d+(?:\.\d+)?\s*min", re.I)
+BUDGET = re.compile(
+    r"\d+(?:\.\d+)?[- ]?min(?:ute)?s?\W+(?:\w+\W+){0,2}budget"
+    r"|budget\W+(?:\w+\W+){0,3}?\d+(?:\.\d+)?[- ]?min"
+    r"|\bCI(?:'s)?\W+\d+(?:\.\d+)?\s*min",
+    re.I,
+)
 
 
 def restated_numbers(path: str) -> List[str]:
@@ -324,11 +345,14 @@ def restated_numbers(path: str) -> List[str]:
             for goal, forms in goals.items():
                 for form in forms:
                     if re.search(rf"(?<![\d.]){re.escape(form)}(?![\d])", sentence):
-                        found.append(f"{path}:{number}: restates the goal '{goal}' ({form}): name it by "
-                                     f"{GOALS_FILE} instead: {sentence[:200]}")
+                        found.append(
+                            f"{path}:{number}: restates the goal '{goal}' ({form}): name it by "
+                            f"{GOALS_FILE} instead: {sentence[:200]}"
+                        )
         if path != BUDGET_PAGE and BUDGET.search(sentence):
-            found.append(f"{path}:{number}: states CI's budget in minutes: point at {BUDGET_PAGE} instead: "
-                         f"{sentence[:200]}")
+            found.append(
+                f"{path}:{number}: states CI's budget in minutes: point at {BUDGET_PAGE} instead: {sentence[:200]}"
+            )
     return found
 
 

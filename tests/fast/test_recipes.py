@@ -16,12 +16,17 @@ RECIPES = paths.REPO / "packages" / "spack_repo" / "onestack" / "packages"
 
 
 def _constant(tree: ast.Module, name: str):
-    return next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
-                and any(isinstance(t, ast.Name) and t.id == name for t in node.targets))
+    return next(
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+    )
 
 
 def _declared_sha256(tree: ast.Module) -> str:
-    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "version"]
+    calls = [
+        node for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "version"
+    ]
     return next(ast.literal_eval(k.value) for call in calls for k in call.keywords if k.arg == "sha256")
 
 
@@ -36,7 +41,7 @@ def test_the_recipe_checksum_is_its_source_files(recipe: Path):
     tree = ast.parse(recipe.read_text())
     source = recipe.parent / _constant(tree, "SOURCE")
     actual = hashlib.sha256(source.read_bytes()).hexdigest()
-    assert _declared_sha256(tree) == actual, f"{recipe}: set sha256=\"{actual}\" ({source.name} changed)"
+    assert _declared_sha256(tree) == actual, f'{recipe}: set sha256="{actual}" ({source.name} changed)'
 
 
 def test_both_recipes_with_a_local_source_are_checked():

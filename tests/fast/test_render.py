@@ -14,12 +14,20 @@ import yaml
 
 from onestack import render, stack
 from onestack.modules import publish
-from onestack.problems import Problem, How, runner
+from onestack.problems import How, Problem, runner
 from onestack.spack import environment, vendor
 from onestack.stack.flavors import Preload, Setting
 
-HOSTILE = ['say "hi" and \'bye\'', "two\nlines", "ends in ]]", "]==] and ]] and ]=]", "$(touch {marker})",
-           "back\\slash `tick` ${HOME} ;& |", "tab\tand\rreturn", "ünïcödé ✓"]
+HOSTILE = [
+    "say \"hi\" and 'bye'",
+    "two\nlines",
+    "ends in ]]",
+    "]==] and ]] and ]=]",
+    "$(touch {marker})",
+    "back\\slash `tick` ${HOME} ;& |",
+    "tab\tand\rreturn",
+    "ünïcödé ✓",
+]
 
 
 def test_flavor_specs_name_every_choice():
@@ -27,7 +35,8 @@ def test_flavor_specs_name_every_choice():
     assert matrix.flavor("qe/mkl-mvapich2").spack_spec == (
         "quantum-espresso@6.7.0 ~openmp ~epw +scalapack hdf5=none target=x86_64_v2 %gcc@12.2.0 "
         "^[virtuals=mpi] mvapich2@2.3.7-1 process_managers=hydra fabrics=nemesis "
-        "^[virtuals=blas,lapack,scalapack,fftw-api] intel-oneapi-mkl")
+        "^[virtuals=blas,lapack,scalapack,fftw-api] intel-oneapi-mkl"
+    )
     intel = matrix.flavor("qe/mkl-impi-intel").spack_spec
     assert 'fflags="-O3 -ip -axCORE-AVX512,CORE-AVX2,AVX,SSE4.2"' in intel and "-fast" not in intel
     assert 'cflags="-O3 -tp=px"' in matrix.flavor("hpl/openblas-mpich-nvhpc").spack_spec
@@ -54,8 +63,10 @@ def test_spack_config_carries_the_baseline_and_the_sites_permissions(tmp_path, m
     monkeypatch.setenv("ONESTACK_SITE", "example-infiniband")
     matrix = stack.load()
     config = yaml.safe_load(environment.render(matrix.select(), tmp_path / "flavors.yaml").read_text())
-    assert config["packages"]["all"] == {"target": ["x86_64_v2"],
-                                         "permissions": {"read": "group", "write": "user", "group": "hpcusers"}}
+    assert config["packages"]["all"] == {
+        "target": ["x86_64_v2"],
+        "permissions": {"read": "group", "write": "user", "group": "hpcusers"},
+    }
     spec = matrix.flavor("qe/mkl-mvapich2").spack_spec
     assert spec in config["definitions"][0]["flavors"] and "fabrics=mrail" in spec
 
@@ -67,9 +78,11 @@ class LuaModule:
     def __init__(self, text: str):
         self.calls = []
         lua = lupa.LuaRuntime(unpack_returned_tuples=True)
-        record = lambda name: lambda *args: self.calls.append((name, *args))  # noqa: E731
-        for name in ("whatis", "help", "setenv", "family", "depends_on", "prepend_path", "module_version",
-                     "LmodError"):
+
+        def record(name):
+            return lambda *args: self.calls.append((name, *args))
+
+        for name in ("whatis", "help", "setenv", "family", "depends_on", "prepend_path", "module_version", "LmodError"):
             lua.globals()[name] = record(name)
         lua.globals()["mode"] = lambda: "load"
         lua.globals()["capture"] = lambda command: self.calls.append(("capture", command)) or ("", True)
@@ -82,26 +95,46 @@ class LuaModule:
 def _hostile_flavor(text: str):
     flavor = stack.load().flavor("qe/openblas-impi")
     app = dataclasses.replace(flavor.app, description=text, usage=text)
-    return dataclasses.replace(flavor, app=app, env=(Setting("ONESTACK_TEST", text, text),),
-                               preload=Preload("onestack-mkl-cpu-path", "libx.so", text))
+    return dataclasses.replace(
+        flavor,
+        app=app,
+        env=(Setting("ONESTACK_TEST", text, text),),
+        preload=Preload("onestack-mkl-cpu-path", "libx.so", text),
+    )
 
 
 def _root() -> dict:
     node = {"name": "quantum-espresso", "version": "6.7.0", "hash": "x"}
-    return {**node, "target": "x86_64_v2", "compiler": {"name": "gcc", "version": "12.2.0"},
-            "mpi": {"name": "intel-oneapi-mpi", "version": "2021.18.1"}}
+    return {
+        **node,
+        "target": "x86_64_v2",
+        "compiler": {"name": "gcc", "version": "12.2.0"},
+        "mpi": {"name": "intel-oneapi-mpi", "version": "2021.18.1"},
+    }
 
 
 @pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))
 def test_flavor_module_keeps_any_text_as_text(text, tmp_path):
     flavor = _hostile_flavor(text)
-    out = render.text(publish.TEMPLATES, "flavor.lua.j2", flavor=flavor, root=_root(),
-                      modules={"compiler": "gcc/12.2.0", "mpi": "intel-oneapi-mpi/2021.18.1", "app": "qe/x"},
-                      math_line=text, release="r1", source_file="environments/qe.yaml",
-                      site=stack.load().site, launcher_dir=str(tmp_path / text),
-                      dispatch={"bin": str(tmp_path / "d" / text), "check": str(tmp_path / text / "check"),
-                                "levels": ["x86-64-v2", "x86-64-v3"], "programs": 2},
-                      preload_path=str(tmp_path / text / "libx.so"))
+    out = render.text(
+        publish.TEMPLATES,
+        "flavor.lua.j2",
+        flavor=flavor,
+        root=_root(),
+        modules={"compiler": "gcc/12.2.0", "mpi": "intel-oneapi-mpi/2021.18.1", "app": "qe/x"},
+        math_line=text,
+        release="r1",
+        source_file="environments/qe.yaml",
+        site=stack.load().site,
+        launcher_dir=str(tmp_path / text),
+        dispatch={
+            "bin": str(tmp_path / "d" / text),
+            "check": str(tmp_path / text / "check"),
+            "levels": ["x86-64-v2", "x86-64-v3"],
+            "programs": 2,
+        },
+        preload_path=str(tmp_path / text / "libx.so"),
+    )
     module = LuaModule(out)
     assert ("ONESTACK_TEST", text) in module.values("setenv")
     assert (f"Description: {text}",) in module.values("whatis")
@@ -116,9 +149,17 @@ def test_default_and_runtime_modules_are_lua_literals():
     module = LuaModule(render.text(publish.TEMPLATES, "modulerc.lua.j2", default='qe/a"b', site=stack.load().site))
     assert module.values("module_version") == [('qe/a"b', "default")]
     runtime = dataclasses.replace(stack.load().runtimes[0], env=(Setting("X", HOSTILE[3], HOSTILE[1]),))
-    module = LuaModule(render.text(publish.TEMPLATES, "mpi-runtime.lua.j2", runtime=runtime,
-                                   root={"name": "intel-oneapi-mpi", "version": "2021.18.1"}, release="r1",
-                                   shim_dir=Path("/x y"), vendor_env={"set": [("I_MPI_ROOT", "/a'b")], "prepend": []}))
+    module = LuaModule(
+        render.text(
+            publish.TEMPLATES,
+            "mpi-runtime.lua.j2",
+            runtime=runtime,
+            root={"name": "intel-oneapi-mpi", "version": "2021.18.1"},
+            release="r1",
+            shim_dir=Path("/x y"),
+            vendor_env={"set": [("I_MPI_ROOT", "/a'b")], "prepend": []},
+        )
+    )
     assert ("X", HOSTILE[3]) in module.values("setenv") and ("I_MPI_ROOT", "/a'b") in module.values("setenv")
     assert ("LD_LIBRARY_PATH", "/x y/lib") in module.values("prepend_path")
 
@@ -135,10 +176,22 @@ def test_a_run_script_passes_any_text_as_one_word(text, tmp_path):
     marker = tmp_path / "marker"
     text = text.replace("{marker}", str(marker))
     _fake_program(tmp_path / "bin", "fake-launcher")
-    problem = Problem("app", "case", {"ranks": 2, "ranks_pattern": "x", "command": "prog -in {input}",
-                                      "env": {}, "params": {}, "checks": {}, "input": "in.txt"})
-    how = How(env=(("ONESTACK_TEST", text),), path=(str(tmp_path / "bin"),),
-              launcher=("fake-launcher", "-n", "{ranks}", text))
+    problem = Problem(
+        "app",
+        "case",
+        {
+            "ranks": 2,
+            "ranks_pattern": "x",
+            "command": "prog -in {input}",
+            "env": {},
+            "params": {},
+            "checks": {},
+            "input": "in.txt",
+        },
+    )
+    how = How(
+        env=(("ONESTACK_TEST", text),), path=(str(tmp_path / "bin"),), launcher=("fake-launcher", "-n", "{ranks}", text)
+    )
     script = tmp_path / "run.sh"
     script.write_text(runner.script(problem, how, tmp_path, tmp_path, None))
     proc = subprocess.run(["bash", str(script)], env=runner.clean_env(), capture_output=True)
@@ -154,19 +207,40 @@ def test_vendor_environment_scripts_set_what_the_data_says(tmp_path):
     how = vendor.every()["intel-oneapi-mpi"]
     (tmp_path / "env").mkdir()
     (tmp_path / "env" / "vars.sh").write_text(vendor.vars_sh("intel-oneapi-mpi", how))
-    proc = subprocess.run(["bash", "-c", f'. "{tmp_path}/env/vars.sh"; echo "$I_MPI_ROOT|$FI_PROVIDER_PATH|$PATH"'],
-                          env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        ["bash", "-c", f'. "{tmp_path}/env/vars.sh"; echo "$I_MPI_ROOT|$FI_PROVIDER_PATH|$PATH"'],
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert proc.stdout.strip() == f"{tmp_path}|{tmp_path}/lib|{tmp_path}/bin:/usr/bin:/bin"
 
 
 def _definition(flavor, help_text: str = "help") -> str:
     from onestack.images import flavor as images
-    return render.text(images.CONTAINERS, "flavor.def.j2", flavor=flavor, base="/b/base.sif", spack_root="/s",
-                       spack_packages="/p", site_repo="/r", context="/c", vendor_copies=[], build_packages=["python3"],
-                       roots=["/abc"], in_view=["/abc"], view="/opt/views/view", final_packages=["mpich"],
-                       launcher_alternative="/usr/bin/mpirun.mpich",
-                       environment=[("I_MPI_ROOT", "/v w", False), ("PATH", "/v w/bin", True)],
-                       labels={"org.onestack.flavor": flavor.module_name}, help=help_text, buildcache="/opt/buildcache")
+
+    return render.text(
+        images.CONTAINERS,
+        "flavor.def.j2",
+        flavor=flavor,
+        base="/b/base.sif",
+        spack_root="/s",
+        spack_packages="/p",
+        site_repo="/r",
+        context="/c",
+        vendor_copies=[],
+        build_packages=["python3"],
+        roots=["/abc"],
+        in_view=["/abc"],
+        view="/opt/views/view",
+        final_packages=["mpich"],
+        launcher_alternative="/usr/bin/mpirun.mpich",
+        environment=[("I_MPI_ROOT", "/v w", False), ("PATH", "/v w/bin", True)],
+        labels={"org.onestack.flavor": flavor.module_name},
+        help=help_text,
+        buildcache="/opt/buildcache",
+    )
 
 
 @pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))
@@ -185,8 +259,9 @@ def test_a_definition_puts_a_vendor_bin_first_on_the_images_path(tmp_path):
     definition = _definition(stack.load().flavor("qe/openblas-mpich"))
     environment = definition.split("%environment\n")[1].split("\n%")[0]
     (tmp_path / "env.sh").write_text(environment + '\nprintf "%s" "$PATH"\n')
-    proc = subprocess.run(["sh", str(tmp_path / "env.sh")], capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin"})
+    proc = subprocess.run(
+        ["sh", str(tmp_path / "env.sh")], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}
+    )
     assert proc.stdout == "/v w/bin:/opt/onestack/dispatch/bin:/opt/views/view/bin:/usr/bin:/bin"
 
 
@@ -208,7 +283,8 @@ def test_a_preloaded_library_is_built_beside_its_flavors_and_never_a_module(tmp_
     mkl = [f for f in matrix.flavors if f.math == "mkl"]
     assert mkl and all(f.preload and f.preload.package == "onestack-mkl-cpu-path" for f in mkl)
     assert not any(f.preload for f in matrix.flavors if f.math != "mkl")
-    config = yaml.safe_load(environment.render([mkl[0], matrix.flavor("qe/openblas-mpich")],
-                                               out=tmp_path / "f.yaml").read_text())
+    config = yaml.safe_load(
+        environment.render([mkl[0], matrix.flavor("qe/openblas-mpich")], out=tmp_path / "f.yaml").read_text()
+    )
     assert "onestack-mkl-cpu-path" in config["definitions"][1]["runtimes"]
     assert "onestack-mkl-cpu-path" in config["modules"]["default"]["lmod"]["exclude"]

@@ -7,14 +7,20 @@ from onestack.report import defaults, goals, measure, pairs, peak, peak_search, 
 
 
 def _app(results: list, figures: dict, benchmark: bool = False, **extra) -> dict:
-    return {"app": "app", "cases": {"case": {"results": results, "figures": figures, "benchmark": benchmark}},
-            **extra}
+    return {"app": "app", "cases": {"case": {"results": results, "figures": figures, "benchmark": benchmark}}, **extra}
 
 
 def _result(name: str, kind: str, **figures) -> dict:
-    return {"name": name, "label": name, "kind": kind, "error": None,
-            "figures": {k: {"median": v[1], "min": v[0], "max": v[2], "ratio": v[3] if len(v) > 3 else 1.0}
-                        for k, v in figures.items()}}
+    return {
+        "name": name,
+        "label": name,
+        "kind": kind,
+        "error": None,
+        "figures": {
+            k: {"median": v[1], "min": v[0], "max": v[2], "ratio": v[3] if len(v) > 3 else 1.0}
+            for k, v in figures.items()
+        },
+    }
 
 
 GFLOPS = {"hpl_gflops": {"unit": "GFLOPS", "better": "higher"}}
@@ -53,17 +59,27 @@ def test_the_peak_search_grid_layouts_and_sizes():
 
 def test_flavor_over_a_baseline_or_the_reference():
     wall = {"wall_time": {"unit": "s", "better": "lower"}}
-    qe = _app([_result("qe/a", "flavor", wall_time=(15, 16.4, 17)), {**_result("qe/debian-qe", "baseline",
-               wall_time=(20, 21.4, 22)), "baseline": "debian-qe"}], wall)
+    qe = _app(
+        [
+            _result("qe/a", "flavor", wall_time=(15, 16.4, 17)),
+            {**_result("qe/debian-qe", "baseline", wall_time=(20, 21.4, 22)), "baseline": "debian-qe"},
+        ],
+        wall,
+    )
     judged = goals.flavor_over({"figure": "wall_time", "versus": "debian-qe", "at_least": 1.3}, qe, {})
     assert judged == {"figure": "1.30x over 1 case(s)", "verdict": "met"}, judged
-    hpl = _app([_result("hpl/a", "flavor", hpl_gflops=(80, 87.3, 88)), _result("hpl/n", "reference",
-                hpl_gflops=(9, 9.7, 10))], GFLOPS)
+    hpl = _app(
+        [_result("hpl/a", "flavor", hpl_gflops=(80, 87.3, 88)), _result("hpl/n", "reference", hpl_gflops=(9, 9.7, 10))],
+        GFLOPS,
+    )
     judged = goals.flavor_over({"figure": "hpl_gflops", "versus": "reference", "at_least": 5}, hpl, {})
     assert judged["figure"].startswith("9.00x") and judged["verdict"] == "met"
     failed = {**_result("qe/debian-qe", "baseline"), "baseline": "debian-qe", "error": "energy off"}
-    judged = goals.flavor_over({"figure": "wall_time", "versus": "debian-qe", "at_least": 1.3},
-                               _app([_result("qe/a", "flavor", wall_time=(1, 1, 1)), failed], wall), {})
+    judged = goals.flavor_over(
+        {"figure": "wall_time", "versus": "debian-qe", "at_least": 1.3},
+        _app([_result("qe/a", "flavor", wall_time=(1, 1, 1)), failed], wall),
+        {},
+    )
     assert judged["verdict"] == "not measured: debian-qe failed its check: energy off"
 
 
@@ -80,8 +96,11 @@ def test_the_native_gap_is_the_geometric_mean_of_the_pairs_with_its_interval():
 
 
 def _gap(low: float, high: float) -> dict:
-    return {"native_pairs": [{"fat": "qe/a", "case": "c", "error": None, "gap": (low + high) / 2, "low": low,
-                              "high": high, "pairs": 12}]}
+    return {
+        "native_pairs": [
+            {"fat": "qe/a", "case": "c", "error": None, "gap": (low + high) / 2, "low": low, "high": high, "pairs": 12}
+        ]
+    }
 
 
 def test_the_native_gap_goal_is_met_only_when_the_whole_interval_is_within_it():
@@ -101,8 +120,10 @@ def test_where_the_dispatcher_runs_the_twins_own_build_the_gap_is_its_start():
     goal = {"at_most": 0.01}
     noisy = _gap(-0.02, 0.03)
     row = noisy["native_pairs"][0]
-    row.update(job_s=16.0, same_build={"folder": "/v4/bin", "ranks": 2, "ms": 0.9, "low_ms": 0.8, "high_ms": 1.0,
-                                       "starts": 400})
+    row.update(
+        job_s=16.0,
+        same_build={"folder": "/v4/bin", "ranks": 2, "ms": 0.9, "low_ms": 0.8, "high_ms": 1.0, "starts": 400},
+    )
     row["same_build"]["bound"] = start_cost.bound(row["same_build"], 2, 16.0)
     assert math.isclose(row["same_build"]["bound"], 2 * 1.0e-3 / 16.0)
     judged = goals.native_gap(goal, noisy, {})
@@ -120,8 +141,12 @@ def test_every_goal_of_the_file_is_judged_or_says_why_not():
 
 
 def _two_flavors(better: str, a: dict, b: dict) -> dict:
-    return {"case": {"figures": {"figure": {"better": better}},
-                     "results": [{"name": "app/a", "figures": {"figure": a}}, {"name": "app/b", "figures": {"figure": b}}]}}
+    return {
+        "case": {
+            "figures": {"figure": {"better": better}},
+            "results": [{"name": "app/a", "figures": {"figure": a}}, {"name": "app/b", "figures": {"figure": b}}],
+        }
+    }
 
 
 def test_the_default_changes_only_for_a_flavor_faster_beyond_the_spread():
@@ -143,8 +168,11 @@ def test_each_round_starts_one_further_down_the_list():
     case) read 8-17% slower than its native twin, which side by side it was not."""
     contestants = [{"name": n} for n in ("fat", "native", "reference")]
     rounds = [[c["name"] for c in measure.round_order(contestants, i)] for i in range(4)]
-    assert rounds[:3] == [["fat", "native", "reference"], ["native", "reference", "fat"],
-                          ["reference", "fat", "native"]]
+    assert rounds[:3] == [
+        ["fat", "native", "reference"],
+        ["native", "reference", "fat"],
+        ["reference", "fat", "native"],
+    ]
     assert rounds[3] == rounds[0]
 
 
@@ -156,9 +184,16 @@ def test_ratios_are_to_the_best_flavor():
 
 def test_the_preload_gain_is_each_flavor_with_its_library_against_without():
     """hpl/mkl-mpich 36 GFLOPS without MKL's CPU-path remedy, 45 with it."""
-    hpl = _app([_result("hpl/mkl-mpich", "flavor", hpl_gflops=(44, 45, 46)),
-                {**_result("hpl/mkl-mpich-without-preload", "without_preload", hpl_gflops=(35, 36, 37)),
-                 "of": "hpl/mkl-mpich"}], GFLOPS)
+    hpl = _app(
+        [
+            _result("hpl/mkl-mpich", "flavor", hpl_gflops=(44, 45, 46)),
+            {
+                **_result("hpl/mkl-mpich-without-preload", "without_preload", hpl_gflops=(35, 36, 37)),
+                "of": "hpl/mkl-mpich",
+            },
+        ],
+        GFLOPS,
+    )
     judged = goals.preload_gain({"figure": "hpl_gflops", "at_least": 1.05}, hpl, {})
     assert judged == {"figure": "1.25x (hpl/mkl-mpich 36 -> 45)", "verdict": "met"}, judged
     nothing = goals.preload_gain({"figure": "hpl_gflops", "at_least": 1.05}, _app([], GFLOPS), {})

@@ -17,8 +17,9 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from .image_helpers import DESKTOP_USER, TIMINGS, timed
 from onestack.images import ImageError, apptainer, base, keys, registry
+
+from .image_helpers import DESKTOP_USER, TIMINGS, timed
 
 HERE = Path(__file__).resolve().parent
 
@@ -33,8 +34,10 @@ def pytest_terminal_summary(terminalreporter):
 @pytest.fixture(scope="session")
 def runner() -> apptainer.Apptainer:
     if os.geteuid() != 0:
-        pytest.skip("image tests need root: builds use --fakeroot with root's subuid range, "
-                    "and the desktop-user tests create a user and mount a tmpfs")
+        pytest.skip(
+            "image tests need root: builds use --fakeroot with root's subuid range, "
+            "and the desktop-user tests create a user and mount a tmpfs"
+        )
     try:
         return apptainer.find()
     except ImageError as err:
@@ -72,8 +75,9 @@ def base_sif(runner) -> Path:
 def render_tiny_definition(base_image: Path, dest: Path) -> Path:
     if any(ch.isspace() for ch in str(base_image)):
         raise ImageError(f"{base_image}: a path with spaces cannot go into a definition header")
-    template = jinja2.Template((HERE / "tiny.def").read_text(), undefined=jinja2.StrictUndefined,
-                               keep_trailing_newline=True)
+    template = jinja2.Template(
+        (HERE / "tiny.def").read_text(), undefined=jinja2.StrictUndefined, keep_trailing_newline=True
+    )
     dest.write_text(template.render(base=base_image))
     return dest
 
@@ -84,8 +88,9 @@ def tiny_sif(runner, base_sif, workdir) -> Path:
     folder = workdir / "build"
     folder.mkdir()
     definition = render_tiny_definition(base_sif, folder / "tiny.def")
-    return timed("apptainer build (tiny, from the cached base)", apptainer.build, runner, definition,
-                 folder / "tiny.sif")
+    return timed(
+        "apptainer build (tiny, from the cached base)", apptainer.build, runner, definition, folder / "tiny.sif"
+    )
 
 
 @pytest.fixture(scope="session")
@@ -119,6 +124,7 @@ class Desktop:
     """A non-root user with an Apptainer of their own (a relocated copy of
     the installation: root's cache is not theirs to enter), their own
     keyring, registry credentials and image folder."""
+
     apptainer: apptainer.Apptainer
     home: Path
 
@@ -143,9 +149,16 @@ def desktop(runner, workdir, reg, public_key) -> Desktop:
         os.chown(folder, user.pw_uid, user.pw_gid)
     installation = workdir / "apptainer"
     shutil.copytree(runner.executable.parent.parent, installation, symlinks=True)
-    own = apptainer.Apptainer(installation / "bin" / "apptainer", user=DESKTOP_USER, env={
-        "APPTAINER_KEYSDIR": str(home / "keys"), "APPTAINER_CONFIGDIR": str(home / "config"),
-        "APPTAINER_TMPDIR": str(home / "tmp"), **reg.trust_env()})
+    own = apptainer.Apptainer(
+        installation / "bin" / "apptainer",
+        user=DESKTOP_USER,
+        env={
+            "APPTAINER_KEYSDIR": str(home / "keys"),
+            "APPTAINER_CONFIGDIR": str(home / "config"),
+            "APPTAINER_TMPDIR": str(home / "tmp"),
+            **reg.trust_env(),
+        },
+    )
     shutil.copy2(public_key, home / "site-signing.asc")
     keys.import_public_key(own, home / "site-signing.asc")
     apptainer.login(own, reg.host, reg.username, reg.password)

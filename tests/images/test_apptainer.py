@@ -8,9 +8,10 @@ import shutil
 
 import pytest
 
-from .image_helpers import DESKTOP_USER, listing, tamper, timed
 from onestack.images import apptainer, keys
 from onestack.images.apptainer import ApptainerError
+
+from .image_helpers import DESKTOP_USER, listing, tamper, timed
 
 
 def test_installation_is_the_pinned_version(runner):
@@ -46,12 +47,13 @@ def test_test_run_exec_and_labels(runner, signed_sif):
     assert "tiny test passed" in timed("apptainer test", apptainer.test, runner, signed_sif)
     ran = apptainer.run_image(runner, signed_sif, ["one", "two"])
     assert "runscript args: one two" in ran
-    assert "greeting: hello from %environment" in ran   # the definition's %environment
-    shown = apptainer.exec_in(runner, signed_sif, ["sh", "-c", 'echo "FOO=$FOO"; echo "PATH=$PATH"'],
-                              env={"FOO": "bar"})
+    assert "greeting: hello from %environment" in ran  # the definition's %environment
+    shown = apptainer.exec_in(
+        runner, signed_sif, ["sh", "-c", 'echo "FOO=$FOO"; echo "PATH=$PATH"'], env={"FOO": "bar"}
+    )
     assert "FOO=bar" in shown
     path = shown.split("PATH=", 1)[1].split()[0].split(":")
-    assert {"/usr/bin", "/bin", "/usr/sbin"} <= set(path), path   # the standard environment
+    assert {"/usr/bin", "/bin", "/usr/sbin"} <= set(path), path  # the standard environment
     labels = apptainer.inspect(runner, signed_sif)
     assert labels["org.onestack.image"] == "tiny"
     assert labels["org.onestack.purpose"] == "apptainer primitives test"
@@ -64,7 +66,7 @@ def test_desktop_user_pulls_verifies_and_tests(pusher, signed_sif, reg, desktop)
     assert keys.fingerprints(desktop.apptainer, desktop.home / "keys", secret=True) == []
     assert len(keys.fingerprints(desktop.apptainer, desktop.home / "keys", secret=False)) == 1
     image = desktop.home / "images" / "tiny.sif"
-    stale = image.with_name(".tiny.sif.partial-1")   # what a killed pull leaves
+    stale = image.with_name(".tiny.sif.partial-1")  # what a killed pull leaves
     stale.write_bytes(b"half an image")
     timed("apptainer pull + verify (desktop user)", apptainer.pull, desktop.apptainer, uri, image)
     assert pwd.getpwuid(os.stat(image).st_uid).pw_name == DESKTOP_USER

@@ -10,9 +10,10 @@ from dataclasses import replace
 
 import pytest
 
-from .image_helpers import DESKTOP_USER, listing, tamper
 from onestack.images import apptainer, registry
 from onestack.images.apptainer import ApptainerError
+
+from .image_helpers import DESKTOP_USER, listing, tamper
 
 
 @pytest.fixture
@@ -48,7 +49,7 @@ def test_missing_tag(desktop, reg, dest):
 def test_wrong_password(pusher, signed_sif, desktop, reg, dest):
     uri = reg.oras_uri("onestack/tiny", "wrong-password")
     apptainer.push(pusher, signed_sif, uri)
-    config = dest.parent / "wrong-password-config"   # credentials of their own
+    config = dest.parent / "wrong-password-config"  # credentials of their own
     config.mkdir()
     user = pwd.getpwnam(DESKTOP_USER)
     os.chown(config, user.pw_uid, user.pw_gid)
@@ -66,7 +67,7 @@ def test_wrong_password(pusher, signed_sif, desktop, reg, dest):
 def test_unsigned_image_is_not_pushed_and_not_pulled(pusher, tiny_sif, desktop, reg, dest):
     uri = reg.oras_uri("onestack/unsigned", "v1")
     with pytest.raises(ApptainerError):
-        apptainer.push(pusher, tiny_sif, uri)   # onestack's push verifies first
+        apptainer.push(pusher, tiny_sif, uri)  # onestack's push verifies first
     push_unchecked(pusher, tiny_sif, uri)
     err = refused_pull(desktop, uri, dest)
     assert "unsigned" in err.fix, err
@@ -85,7 +86,7 @@ def test_tampered_image_is_not_pushed_and_not_pulled(pusher, signed_sif, desktop
 
 
 def test_registry_down(desktop, dest):
-    port = registry.free_port()   # nothing listens there
+    port = registry.free_port()  # nothing listens there
     err = refused_pull(desktop, f"oras://127.0.0.1:{port}/onestack/tiny:v1", dest)
     assert "not reachable" in err.fix, err
 
@@ -94,8 +95,18 @@ def test_full_disk(pusher, signed_sif, desktop, reg, dest):
     uri = reg.oras_uri("onestack/tiny", "full-disk")
     apptainer.push(pusher, signed_sif, uri)
     user = pwd.getpwnam(DESKTOP_USER)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size=8m,uid={user.pw_uid},gid={user.pw_gid},mode=0700",
-                    "onestack-test-full", dest], check=True)
+    subprocess.run(
+        [
+            "mount",
+            "-t",
+            "tmpfs",
+            "-o",
+            f"size=8m,uid={user.pw_uid},gid={user.pw_gid},mode=0700",
+            "onestack-test-full",
+            dest,
+        ],
+        check=True,
+    )
     try:
         err = refused_pull(desktop, uri, dest)
         assert "ran out of space" in err.fix, err

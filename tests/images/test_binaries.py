@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from onestack import paths, problems, stack
+from onestack import paths, problems, spack, stack
 from onestack.images.flavor import build_hashes
 from onestack.images.push import buildcache_url
-from onestack.modules import publish
 from onestack.spack import SpackError, oci_buildcache, query
 
 from .image_helpers import TIMINGS, timed
@@ -34,13 +33,22 @@ def pushed(reg, published_flavors, workdir):
     if FLAVOR not in published_flavors:
         pytest.fail(f"{FLAVOR} is not published")
     flavor = stack.load().flavor(FLAVOR)
-    _, roots = publish.installed_roots([flavor])
-    env = {**os.environ, **reg.trust_env(), oci_buildcache.USER_VARIABLE: reg.username,
-           oci_buildcache.PASSWORD_VARIABLE: reg.password}
+    _, roots = spack.installed([flavor])
+    env = {
+        **os.environ,
+        **reg.trust_env(),
+        oci_buildcache.USER_VARIABLE: reg.username,
+        oci_buildcache.PASSWORD_VARIABLE: reg.password,
+    }
     url = buildcache_url(f"{reg.host}/onestack")
     hashes = build_hashes(flavor, roots)
-    timed(f"spack buildcache push {FLAVOR} (oci://, loopback)", oci_buildcache.push, hashes,
-          oci_buildcache.write_scope(workdir / "push-scope", url), env)
+    timed(
+        f"spack buildcache push {FLAVOR} (oci://, loopback)",
+        oci_buildcache.push,
+        hashes,
+        oci_buildcache.write_scope(workdir / "push-scope", url),
+        env,
+    )
     return {"root": roots[flavor.spack_spec], "url": url, "env": env}
 
 
@@ -54,8 +62,13 @@ def _in_second(prefix: str, second: Path) -> Path:
 def test_second_prefix_installs_from_the_registry_and_runs_qe(pushed, workdir, tmp_path):
     second = workdir / "second-prefix"
     scope = oci_buildcache.write_scope(workdir / "install-scope", pushed["url"], install_root=second)
-    installed = timed(f"spack install --cache-only {FLAVOR} (empty prefix)", oci_buildcache.install,
-                      pushed["root"]["hash"], scope, pushed["env"])
+    installed = timed(
+        f"spack install --cache-only {FLAVOR} (empty prefix)",
+        oci_buildcache.install,
+        pushed["root"]["hash"],
+        scope,
+        pushed["env"],
+    )
     qe_bin = _in_second(pushed["root"]["prefix"], second) / "bin"
     mpi_bin = _in_second(pushed["root"]["mpi"]["prefix"], second) / "bin"
     linked = subprocess.run(["ldd", str(qe_bin / "pw.x")], text=True, capture_output=True, check=True).stdout
@@ -73,12 +86,19 @@ def _print_benchmark(installed: oci_buildcache.Installed, root_hash: str) -> Non
     # QE's own build alone is a lower bound of a source build's wall time:
     # its dependencies must be built before it, whatever runs in parallel.
     ratio = built["quantum-espresso"] / installed.seconds
-    TIMINGS.append((f"build from source, recorded: QE {built['quantum-espresso']:.0f} s, its closure "
-                    f"{sum(built.values()):.0f} s ({len(built)} packages)", 0.0))
+    TIMINGS.append(
+        (
+            f"build from source, recorded: QE {built['quantum-espresso']:.0f} s, its closure "
+            f"{sum(built.values()):.0f} s ({len(built)} packages)",
+            0.0,
+        )
+    )
     verdict = "met" if ratio >= GOAL else "MISSED"
-    print(f"\n{FLAVOR}: install from the registry {installed.seconds:.0f} s; build from source: QE alone "
-          f"{built['quantum-espresso']:.0f} s, {len(built)} packages {sum(built.values()):.0f} s; "
-          f"{ratio:.0f}x faster (goal >= {GOAL}x: {verdict})")
+    print(
+        f"\n{FLAVOR}: install from the registry {installed.seconds:.0f} s; build from source: QE alone "
+        f"{built['quantum-espresso']:.0f} s, {len(built)} packages {sum(built.values()):.0f} s; "
+        f"{ratio:.0f}x faster (goal >= {GOAL}x: {verdict})"
+    )
 
 
 def test_an_altered_blob_fails_the_install(pushed, reg, workdir):
@@ -93,8 +113,9 @@ def test_an_altered_blob_fails_the_install(pushed, reg, workdir):
         with open(largest, "r+b") as f:
             f.seek(len(original) // 2)
             f.write(bytes([original[len(original) // 2] ^ 0xFF]))
-        scope = oci_buildcache.write_scope(workdir / "tampered-scope", pushed["url"],
-                                           install_root=workdir / "third-prefix")
+        scope = oci_buildcache.write_scope(
+            workdir / "tampered-scope", pushed["url"], install_root=workdir / "third-prefix"
+        )
         with pytest.raises(SpackError) as refused:
             oci_buildcache.install(pushed["root"]["hash"], scope, pushed["env"])
         assert "the registry's copy is altered; nothing was installed" in str(refused.value), refused.value

@@ -11,8 +11,8 @@ import re
 import subprocess
 
 import pytest
-
 from conftest import REPO, onestack, run_as
+
 from onestack import problems, stack
 from onestack.images import apptainer
 from onestack.images import flavor as images
@@ -62,8 +62,12 @@ def test_apptainer_test_runs_the_flavors_problem(runner, built):
 
 def test_exec_has_the_standard_environment(runner, built):
     image = built[QE]
-    out = apptainer.exec_in(runner, image, ["sh", "-c", 'echo "$PATH|$FOO|$OPENBLAS_NUM_THREADS"; command -v pw.x '
-                                                      "mpirun mktemp"], env={"FOO": "bar"})
+    out = apptainer.exec_in(
+        runner,
+        image,
+        ["sh", "-c", 'echo "$PATH|$FOO|$OPENBLAS_NUM_THREADS"; command -v pw.x mpirun mktemp'],
+        env={"FOO": "bar"},
+    )
     path, foo, threads = out.splitlines()[0].split("|")
     assert path.startswith("/opt/onestack/dispatch/bin:/opt/views/view/bin:") and "/usr/bin" in path
     assert foo == "bar" and threads == "1"
@@ -74,8 +78,9 @@ def _runner_how(runner, image, **extra) -> problems.How:
     """`apptainer exec [options] <image>` around the program (inside=True:
     around its launcher too, the image's own MPI); an unpacked folder runs as it is."""
     options = [] if runner.fuse_usable() or image.is_dir() else ["--unsquash"]
-    return problems.How(wrapper=(str(runner.executable), "exec", *options, *extra.pop("options", ()), str(image)),
-                        **extra)
+    return problems.How(
+        wrapper=(str(runner.executable), "exec", *options, *extra.pop("options", ()), str(image)), **extra
+    )
 
 
 def _intel_mpi_binds(init_script) -> tuple:
@@ -98,8 +103,13 @@ def test_the_problem_runs_with_the_images_own_mpi(runner, built, init_script, tm
 def test_host_intel_mpi_starts_one_container_per_rank(runner, built, init_script, tmp_path):
     """A desktop's own MPI of the family: the host's mpirun (Intel MPI)
     starts the image's MPICH build once per rank, its libraries bound in."""
-    how = _runner_how(runner, built[QE], modules=("mpi-runtime/impi",), env=(("I_MPI_DEBUG", "4"),),
-                      options=_intel_mpi_binds(init_script))
+    how = _runner_how(
+        runner,
+        built[QE],
+        modules=("mpi-runtime/impi",),
+        env=(("I_MPI_DEBUG", "4"),),
+        options=_intel_mpi_binds(init_script),
+    )
     checks = problems.run(problems.load(PROBLEM[0])[PROBLEM[1]], how, tmp_path, init_script)
     assert all(c.passed for c in checks), "\n".join(map(str, checks))
     assert "Intel(R) MPI Library, Version 2021.18.1" in (tmp_path / "output.txt").read_text()
@@ -109,30 +119,63 @@ def test_a_desktop_user_pulls_verifies_tests_and_runs_it(built, reg, desktop, in
     """`make push-images` to the registry, then docs/users.md's desktop steps
     as a user who is not root and holds only the site's public key: pull,
     verify, test, and the QE problem with the image's MPI and the host's."""
-    env = {"ONESTACK_REGISTRY": f"{reg.host}/hpc/onestack", "ONESTACK_REGISTRY_USER": reg.username,
-           "ONESTACK_REGISTRY_PASSWORD": reg.password, "ONESTACK_IMAGE_TAG": "test",
-           "APPTAINER_CONFIGDIR": str(tmp_path / "site-config"), **reg.trust_env()}
-    proc = timed("make push-images", subprocess.run, ["make", "-s", "push-images"], cwd=REPO,
-                 env={**os.environ, **env}, capture_output=True, text=True, timeout=1800)
+    env = {
+        "ONESTACK_REGISTRY": f"{reg.host}/hpc/onestack",
+        "ONESTACK_REGISTRY_USER": reg.username,
+        "ONESTACK_REGISTRY_PASSWORD": reg.password,
+        "ONESTACK_IMAGE_TAG": "test",
+        "APPTAINER_CONFIGDIR": str(tmp_path / "site-config"),
+        **reg.trust_env(),
+    }
+    proc = timed(
+        "make push-images",
+        subprocess.run,
+        ["make", "-s", "push-images"],
+        cwd=REPO,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"oras://{reg.host}/hpc/onestack/qe-openblas-mpich:test" in proc.stdout
     image = desktop.home / "images" / "qe-openblas-mpich_test.sif"
-    timed("pull + verify (desktop user)", apptainer.pull, desktop.apptainer,
-          f"oras://{reg.host}/hpc/onestack/qe-openblas-mpich:test", image)
+    timed(
+        "pull + verify (desktop user)",
+        apptainer.pull,
+        desktop.apptainer,
+        f"oras://{reg.host}/hpc/onestack/qe-openblas-mpich:test",
+        image,
+    )
     out = timed("apptainer test (desktop user)", apptainer.test, desktop.apptainer, image)
     assert "FAILED" not in out and "total_energy" in out, out
     problem = problems.load(PROBLEM[0])[PROBLEM[1]]
     as_desktop = run_as(desktop.apptainer.user, dict(desktop.apptainer.env))
     # One container per rank: from the image where FUSE mounts it, else
     # from the folder it is unpacked into once (docs/users.md's desktop steps).
-    per_rank = image if desktop.apptainer.fuse_usable() else timed(
-        "apptainer build --sandbox (desktop user)", apptainer.sandbox, desktop.apptainer, image,
-        desktop.home / "images" / "qe-openblas-mpich_test")
-    for name, how in (("own MPI", _runner_how(desktop.apptainer, image, inside=True)),
-                      ("host Intel MPI", _runner_how(desktop.apptainer, per_rank, modules=("mpi-runtime/impi",),
-                                                     options=_intel_mpi_binds(init_script)))):
-        outcome = problems.execute(problem, how, _desktop_folder(desktop, name.replace(" ", "-")), init_script,
-                                   submit=as_desktop)
+    per_rank = (
+        image
+        if desktop.apptainer.fuse_usable()
+        else timed(
+            "apptainer build --sandbox (desktop user)",
+            apptainer.sandbox,
+            desktop.apptainer,
+            image,
+            desktop.home / "images" / "qe-openblas-mpich_test",
+        )
+    )
+    for name, how in (
+        ("own MPI", _runner_how(desktop.apptainer, image, inside=True)),
+        (
+            "host Intel MPI",
+            _runner_how(
+                desktop.apptainer, per_rank, modules=("mpi-runtime/impi",), options=_intel_mpi_binds(init_script)
+            ),
+        ),
+    ):
+        outcome = problems.execute(
+            problem, how, _desktop_folder(desktop, name.replace(" ", "-")), init_script, submit=as_desktop
+        )
         assert not outcome.failure(), f"{name}: {outcome.failure()}"
         assert all(c.passed for c in outcome.checks()), "\n".join(map(str, outcome.checks()))
 

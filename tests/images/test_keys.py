@@ -19,10 +19,14 @@ def site_key_file(workdir):
     home = workdir / "gnupg"
     home.mkdir(mode=0o700)
     gpg = ["gpg", "--homedir", str(home), "--batch", "--pinentry-mode", "loopback", "--passphrase", PASSPHRASE]
-    subprocess.run([*gpg, "--quick-gen-key", "Example Site <images@site.example>", "rsa3072", "sign", "never"],
-                   check=True, capture_output=True)
-    listed = subprocess.run([*gpg, "--with-colons", "--list-secret-keys"], check=True, capture_output=True,
-                            text=True).stdout
+    subprocess.run(
+        [*gpg, "--quick-gen-key", "Example Site <images@site.example>", "rsa3072", "sign", "never"],
+        check=True,
+        capture_output=True,
+    )
+    listed = subprocess.run(
+        [*gpg, "--with-colons", "--list-secret-keys"], check=True, capture_output=True, text=True
+    ).stdout
     fingerprint = next(line.split(":")[9] for line in listed.splitlines() if line.startswith("fpr:"))
     exported = workdir / "site-secret.asc"
     with open(exported, "w") as out:
@@ -39,7 +43,7 @@ def test_site_key_with_passphrase_imports_and_signs(runner, site_key_file, tiny_
     monkeypatch.setenv(keys.KEY_ENV, str(exported))
     monkeypatch.setenv(keys.PASSPHRASE_ENV, PASSPHRASE)
     assert keys.ensure_site_key(runner) == fingerprint
-    assert keys.ensure_site_key(runner) == fingerprint   # reused, not imported again
+    assert keys.ensure_site_key(runner) == fingerprint  # reused, not imported again
     signer = runner.with_env(**keys.signing_env())
     image = workdir / "site-signed.sif"
     shutil.copy2(tiny_sif, image)
@@ -54,7 +58,7 @@ def test_missing_site_key_file_is_refused(runner, workdir, monkeypatch):
     monkeypatch.setenv(keys.KEY_ENV, str(workdir / "no-such-key.asc"))
     with pytest.raises(ImageError, match="ONESTACK_SIGNING_KEY=.*no such file"):
         keys.ensure_site_key(runner)
-    assert not (workdir / "no-keys").exists()   # nothing half-made
+    assert not (workdir / "no-keys").exists()  # nothing half-made
 
 
 def test_keyring_without_secret_key_is_refused(runner, workdir, monkeypatch):

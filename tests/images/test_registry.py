@@ -30,7 +30,7 @@ def test_tls_auth_and_clean_stop(tmp_path):
         assert get_v2(reg, trusting, (reg.username, "wrong")) == 401
         assert get_v2(reg, trusting, (reg.username, reg.password)) == 200
         with pytest.raises(ssl.SSLCertVerificationError):
-            get_v2(reg, ssl.create_default_context())   # the system store alone does not trust it
+            get_v2(reg, ssl.create_default_context())  # the system store alone does not trust it
         port = reg.port
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()

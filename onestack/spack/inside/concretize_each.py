@@ -31,9 +31,15 @@ def concretize(abstract):
 def from_lock(specs):
     """The specs the active environment's lock holds as roots, as solved there."""
     solved = {str(user): concrete for user, concrete in spack.environment.active_environment().concretized_specs()}
-    return {s: {"ok": True, "hash": solved[str(spack.spec.Spec(s))].dag_hash(),
-                "installed": solved[str(spack.spec.Spec(s))].installed}
-            for s in specs if str(spack.spec.Spec(s)) in solved}
+    return {
+        s: {
+            "ok": True,
+            "hash": solved[str(spack.spec.Spec(s))].dag_hash(),
+            "installed": solved[str(spack.spec.Spec(s))].installed,
+        }
+        for s in specs
+        if str(spack.spec.Spec(s)) in solved
+    }
 
 
 specs = json.loads(sys.argv[1])

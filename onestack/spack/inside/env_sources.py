@@ -27,9 +27,7 @@ for spec in env.all_specs():
         if not key or key in seen:
             continue
         seen.add(key)
-        layout = spack.mirrors.layout.default_mirror_layout(
-            fetcher, spec.name, spec if kind == "source" else None
-        )
+        layout = spack.mirrors.layout.default_mirror_layout(fetcher, spec.name, spec if kind == "source" else None)
         sources.append(
             {
                 "spec": spec.format("{name}@{version}"),

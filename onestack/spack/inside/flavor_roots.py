@@ -31,10 +31,7 @@ for abstract in json.loads(sys.argv[1]):
         "target": str(match.target),
         "compiler": describe(compiler[0]) if compiler else None,
         # An MPI runtime is its own MPI; the dispatcher has none.
-        "mpi": describe(match) if match.package.provides("mpi") else
-        describe(match["mpi"]) if "mpi" in match else None,
-        "providers": {
-            v: describe(match[v]) for v in ("blas", "lapack", "scalapack", "fftw-api") if v in match
-        },
+        "mpi": describe(match) if match.package.provides("mpi") else describe(match["mpi"]) if "mpi" in match else None,
+        "providers": {v: describe(match[v]) for v in ("blas", "lapack", "scalapack", "fftw-api") if v in match},
     }
 print(json.dumps(result))

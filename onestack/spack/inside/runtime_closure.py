@@ -10,9 +10,15 @@ import spack.store
 
 root = spack.store.STORE.db.query_one(f"/{sys.argv[1]}")
 runtime = root.traverse(deptype=("link", "run"))
-print(json.dumps({
-    "installed": [{"name": n.name, "hash": n.dag_hash(), "prefix": n.prefix}
-                  for n in runtime if not n.external],
-    "externals": sorted({(n.name, n.format("{name}{@version}"), n.external_path)
-                         for n in root.traverse() if n.external}),
-}))
+print(
+    json.dumps(
+        {
+            "installed": [
+                {"name": n.name, "hash": n.dag_hash(), "prefix": n.prefix} for n in runtime if not n.external
+            ],
+            "externals": sorted(
+                {(n.name, n.format("{name}{@version}"), n.external_path) for n in root.traverse() if n.external}
+            ),
+        }
+    )
+)

@@ -18,6 +18,7 @@ from spack_repo.builtin.build_systems.generic import Package
 
 from spack.package import *
 
+
 class OneCFilePackage(Package):
     """Compiles `source` (beside the recipe) into `output` (below the prefix)
     with `compile_flags`, for target=x86_64."""
@@ -28,8 +29,11 @@ class OneCFilePackage(Package):
 
     depends_on("c", type="build")
 
-    requires("target=x86_64", msg="built from one C file to run on every x86-64 CPU, also below the stack's "
-             "baseline: build it for target=x86_64 (the plain x86-64 baseline)")
+    requires(
+        "target=x86_64",
+        msg="built from one C file to run on every x86-64 CPU, also below the stack's "
+        "baseline: build it for target=x86_64 (the plain x86-64 baseline)",
+    )
 
     def install(self, spec, prefix):
         out = join_path(prefix, self.output)

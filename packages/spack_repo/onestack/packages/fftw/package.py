@@ -33,9 +33,7 @@ class Fftw(BuiltinFftw):
         libdir = os.path.dirname(libs[0])
         suffixes = {"float": "f", "double": "", "long_double": "l", "quad": "q"}
         precisions = [
-            name
-            for name, sfx in suffixes.items()
-            if os.path.exists(os.path.join(libdir, f"libfftw3{sfx}.so"))
+            name for name, sfx in suffixes.items() if os.path.exists(os.path.join(libdir, f"libfftw3{sfx}.so"))
         ]
         has_omp = os.path.exists(os.path.join(libdir, "libfftw3_omp.so"))
         # ~mpi: the OS's libfftw3_mpi is built for one MPI (Debian: Open MPI), and

@@ -50,6 +50,16 @@ class Hpcc(BuiltinHpcc):
         # The same compiler, defines and libraries HPCC's arch file gave its build (edit()).
         config = self.config
         cc = Executable(spec["mpi"].mpicc)
-        cc(*config["@F2CDEFS@"].split(), "-Ihpl/include", *config["@LAINC@"].split(), *config["@CCFLAGS@"].split(),
-           "-o", join_path(prefix.bin, "xhpl"), join_path("hpl", "testing", "xhpl.c"),
-           join_path("hpl", "lib", self.arch, "libhpl.a"), *config["@LALIB@"].split(), *config["@MPLIB@"].split(), "-lm")
+        cc(
+            *config["@F2CDEFS@"].split(),
+            "-Ihpl/include",
+            *config["@LAINC@"].split(),
+            *config["@CCFLAGS@"].split(),
+            "-o",
+            join_path(prefix.bin, "xhpl"),
+            join_path("hpl", "testing", "xhpl.c"),
+            join_path("hpl", "lib", self.arch, "libhpl.a"),
+            *config["@LALIB@"].split(),
+            *config["@MPLIB@"].split(),
+            "-lm",
+        )

@@ -24,6 +24,8 @@ class Lammps(BuiltinLammps):
         # for Debian's Open MPI, packages/.../openmpi) name the right MPI.
         args = super().cmake_args()
         if self.spec.satisfies("+mpi"):
-            args += [self.define("MPI_C_COMPILER", self.spec["mpi"].mpicc),
-                     self.define("MPI_CXX_COMPILER", self.spec["mpi"].mpicxx)]
+            args += [
+                self.define("MPI_C_COMPILER", self.spec["mpi"].mpicc),
+                self.define("MPI_CXX_COMPILER", self.spec["mpi"].mpicxx),
+            ]
         return args

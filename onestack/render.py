@@ -11,16 +11,18 @@ through the filter of that file's language:
   not shell); def_line also refuses a newline (headers, %files, %labels).
 
 Templates are rendered with StrictUndefined (a missing value is an error, not
-an empty string) and without autoescape: the filters above are the escaping,
+an empty string); HTML templates (*.html.j2, the report's page) with Jinja's
+HTML autoescape, every other without: the filters above are the escaping,
 chosen per place, as HTML escaping is wrong for Lua or shell.
 """
 
-import os
 import shlex
 from pathlib import Path
 from typing import Iterable
 
 import jinja2
+
+from onestack import files
 
 
 def lua(value) -> str:
@@ -72,7 +74,7 @@ def environment(templates: Path) -> jinja2.Environment:
         loader=jinja2.FileSystemLoader(str(templates)),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
-        autoescape=False,
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",), default_for_string=False),
     )
     env.filters.update(
         lua=lua, lua_comment=lua_comment, sh=sh, sh_words=sh_words, def_line=def_line, def_lines=def_lines
@@ -82,13 +84,7 @@ def environment(templates: Path) -> jinja2.Environment:
 
 def write(templates: Path, template: str, out: Path, mode: int = 0o644, **values) -> Path:
     """Render a template into out, atomically (a temporary name, then a rename)."""
-    text = environment(templates).get_template(template).render(**values)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.with_name(f".{out.name}.partial")
-    partial.write_text(text)
-    os.chmod(partial, mode)
-    partial.replace(out)
-    return out
+    return files.write_text(out, environment(templates).get_template(template).render(**values), mode)
 
 
 def text(templates: Path, template: str, **values) -> str:

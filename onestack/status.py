@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Dict, List
 
-from onestack import paths, problems, spack, stack
+from onestack import files, paths, problems, spack, stack
 from onestack.stack.flavors import Flavor
 
 
@@ -41,9 +41,7 @@ def concretize_cells(every: List[Flavor]) -> Dict[str, dict]:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not cache.is_file():
             result = _concretize_each(every)
-            partial = cache.with_suffix(".partial")
-            partial.write_text(json.dumps(result))
-            partial.replace(cache)
+            files.write_text(cache, json.dumps(result))
     return _with_install_state(json.loads(cache.read_text()))
 
 

@@ -4,7 +4,6 @@ slurmd per node namespace), and the client commands users and tests run."""
 
 import os
 import re
-import shlex
 import socket
 import subprocess
 import time
@@ -13,11 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
-import jinja2
-
-from onestack import paths
+from onestack import files, paths, render
 from onestack.cluster.config import ClusterError, Config, Node
-from onestack.cluster.state import write_atomically
 
 TEMPLATES = paths.REPO / "cluster"
 BOOT_SCRIPT = TEMPLATES / "boot.sh"
@@ -63,11 +59,7 @@ def node_local_dir(config: Config, node: Node) -> Path:
 
 
 def _render(template: str, out: Path, mode: int = 0o644, **values) -> None:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined, keep_trailing_newline=True
-    )
-    env.filters["shquote"] = lambda value: shlex.quote(str(value))
-    write_atomically(out, env.get_template(template).render(**values), mode)
+    render.write(TEMPLATES, template, out, mode, **values)
 
 
 def machine_hardware() -> str:
@@ -118,8 +110,8 @@ def write_files(config: Config) -> None:
         # UCX tells machines apart by the kernel's boot id: with the real one
         # shared by all nodes, MPICH's UCX moved messages between nodes through
         # shared memory (sysv/cma), never over the network.
-        write_atomically(folder / "boot_id", f"{uuid.uuid4()}\n")
-        write_atomically(folder / "topology.xml", rotated_topology(topology, node.index))
+        files.write_text(folder / "boot_id", f"{uuid.uuid4()}\n")
+        files.write_text(folder / "topology.xml", rotated_topology(topology, node.index))
 
 
 def _free_port() -> int:

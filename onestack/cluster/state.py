@@ -3,9 +3,10 @@ before each thing is made: a killed `up` leaves a record that names at least
 everything that exists, and `down` works from it (and sweeps by name besides)."""
 
 import json
-import os
 from pathlib import Path
 from typing import List, Tuple
+
+from onestack import files
 
 STATE_FILE = "state.json"
 
@@ -14,23 +15,15 @@ def _file(workdir: Path) -> Path:
     return workdir / STATE_FILE
 
 
-def write_atomically(file: Path, text: str, mode: int = 0o644) -> None:
-    """Readers see the old file or the whole new one, never half of it."""
-    tmp = file.with_name(f".{file.name}.tmp")
-    tmp.write_text(text)
-    tmp.chmod(mode)
-    os.replace(tmp, file)
-
-
 def start(workdir: Path, prefix: str) -> None:
-    write_atomically(_file(workdir), json.dumps({"prefix": prefix, "made": []}, indent=1))
+    files.write_text(_file(workdir), json.dumps({"prefix": prefix, "made": []}, indent=1))
 
 
 def record(workdir: Path, kind: str, name: str) -> None:
     """Note that `up` is about to make `name` (a bridge, a namespace, a daemon's pid file)."""
     data = json.loads(_file(workdir).read_text())
     data["made"].append([kind, name])
-    write_atomically(_file(workdir), json.dumps(data, indent=1))
+    files.write_text(_file(workdir), json.dumps(data, indent=1))
 
 
 def made(workdir: Path) -> List[Tuple[str, str]]:

@@ -17,11 +17,3 @@ class ImageError(RuntimeError):
 def render(template: str, **values) -> str:
     """A file of templates/, through onestack.render's escaping filters."""
     return rendering.text(TEMPLATES, template, **values)
-
-
-def write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
-    """path appears complete or not at all."""
-    tmp = path.with_name(f".{path.name}.partial")
-    tmp.write_text(text)
-    tmp.chmod(mode)
-    tmp.replace(path)

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence
 
-from onestack import paths
+from onestack import files, paths
 from onestack.images import ImageError
 
 PINS = paths.REPO / "setup" / "apptainer-pins.sh"
@@ -218,43 +218,15 @@ def find(env: Optional[Mapping[str, str]] = None) -> Apptainer:
     return Apptainer(installed_executable(), dict(env or {}))
 
 
-def _partial_name(final: Path) -> Path:
-    """The temporary name an image is written under, beside its final name
-    (same file system: the rename is atomic)."""
-    return final.with_name(f".{final.name}.partial-{os.getpid()}")
-
-
-def _drop_stale_partials(final: Path) -> None:
-    """Leftovers of killed builds or pulls of this image (never visible under
-    the final name, so safe to remove)."""
-    for stale in final.parent.glob(f".{final.name}.partial-*"):
-        stale.unlink(missing_ok=True)
-
-
-def _replace_atomically(final: Path, write) -> Path:
-    """write(tmp) produces the image under a temporary name; it becomes
-    `final` only if write returns. Nothing is left behind otherwise."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    _drop_stale_partials(final)
-    tmp = _partial_name(final)
-    try:
-        write(tmp)
-        tmp.replace(final)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return final
-
-
 def build(apptainer: Apptainer, definition: Path, image: Path, *, timeout: int = BUILD_SECONDS) -> Path:
     """`apptainer build` of definition into image (relative %files paths are
     read from the definition's folder)."""
 
-    def write(tmp: Path) -> None:
+    with files.replacing(image) as partial:
         apptainer.run(
-            ["build", "--fakeroot", "--force", tmp, definition.resolve()], cwd=definition.parent, timeout=timeout
+            ["build", "--fakeroot", "--force", partial, definition.resolve()], cwd=definition.parent, timeout=timeout
         )
-
-    return _replace_atomically(image, write)
+    return image
 
 
 def sign(apptainer: Apptainer, image: Path, *, passphrase: str = "") -> None:
@@ -281,13 +253,12 @@ def pull(apptainer: Apptainer, uri: str, image: Path) -> Path:
     signature verifies; a failed, refused or killed pull never leaves a file
     under image's name."""
 
-    def write(tmp: Path) -> None:
-        # --disable-cache: the image goes straight to tmp, not also into the
-        # user's cache folder.
-        apptainer.run(["pull", "--disable-cache", tmp, uri], timeout=TRANSFER_SECONDS)
-        verify(apptainer, tmp)
-
-    return _replace_atomically(image, write)
+    with files.replacing(image) as partial:
+        # --disable-cache: the image goes straight to the partial file, not
+        # also into the user's cache folder.
+        apptainer.run(["pull", "--disable-cache", partial, uri], timeout=TRANSFER_SECONDS)
+        verify(apptainer, partial)
+    return image
 
 
 def sandbox(apptainer: Apptainer, image: Path, folder: Path) -> Path:

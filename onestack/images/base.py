@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from onestack import paths
-from onestack.images import ImageError, apptainer, render, write_atomically
+from onestack import files, paths
+from onestack.images import ImageError, apptainer, render
 
 APT_SOURCES = Path("/etc/apt/sources.list.d")
 OS_RELEASE = Path("/etc/os-release")
@@ -71,5 +71,5 @@ def base_image(runner: apptainer.Apptainer) -> Path:
         return image
     folder.mkdir(parents=True, exist_ok=True)
     def_file = folder / f"{suite}-minbase-{digest}.def"
-    write_atomically(def_file, definition)  # kept beside the image: how it was made
+    files.write_text(def_file, definition)  # kept beside the image: how it was made
     return apptainer.build(runner, def_file, image)

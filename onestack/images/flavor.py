@@ -15,7 +15,6 @@ buildcache (`spack install --cache-only /<hash>`)."""
 import hashlib
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Dict, List, Tuple
@@ -23,7 +22,7 @@ from typing import Dict, List, Tuple
 import yaml
 
 import onestack.problems as problems
-from onestack import data, paths, render, spack
+from onestack import data, files, paths, render, spack
 from onestack.images import ImageError, apptainer, base, keys
 from onestack.modules import dispatch
 from onestack.problems import runner
@@ -265,62 +264,59 @@ def write_context(flavor: Flavor, roots: Dict[str, dict]) -> Path:
     alternative = mpi_alternative(flavor, root["mpi"])
     final_packages = runtime_packages(flavor, closure, [c for _, c in copies], alternative)
     out = context_dir(flavor)
-    tmp = out.with_name(out.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    setup = tmp / "setup"
-    setup.mkdir(parents=True)
-    render.write(CONTAINERS, "apt.sh.j2", setup / "apt.sh", components=config()["components"])
-    (setup / "vendor-layouts.sh").write_text("#!/bin/sh\nset -e\n" + "".join(layouts))
-    _spack_scope(setup / "spack-scope")
-    image_builds = [(level, _in_image(folder)) for level, folder in builds]
-    render.write(
-        paths.REPO / "modulefiles" / "templates",
-        "levels.conf.j2",
-        setup / "levels.conf",
-        flavor=flavor,
-        levels=image_builds,
-        release="image",
-    )
-    render.write(
-        CONTAINERS,
-        "dispatch.sh.j2",
-        setup / "dispatch.sh",
-        folder=DISPATCH_DIR,
-        dispatcher=f"{_in_image(roots[DISPATCHER]['prefix'])}/bin/{dispatch.DISPATCHER_PROGRAM}",
-        programs=[*dispatch.programs(flavor, builds), dispatch.CHECK],
-    )
-    problem = next(iter(problems.load(flavor.app.module).values()))
-    runner.image_test(problem, tmp / "test", TEST_DIR)
-    labels = _labels(flavor, hashes, builds, alternative)
-    values = dict(
-        flavor=flavor,
-        base=base.base_image(apptainer.find()),
-        spack_root=_exported(
-            paths.spack_root(),
-            ["bin", "etc", "lib/spack/spack", "lib/spack/_vendoring", "lib/spack/llnl", "share", "var"],
-            "spack",
-        ),
-        spack_packages=_exported(paths.spack_packages(), ["repos"], "spack-packages"),
-        site_repo=SITE_REPO,
-        context=str(out),
-        vendor_copies=copies,
-        build_packages=config()["build_packages"],
-        roots=[f"/{h}" for h in hashes],
-        in_view=[f"/{n['hash']}" for n in in_view["installed"]],
-        view=VIEW,
-        final_packages=final_packages,
-        launcher_alternative=alternative,
-        help=_help(flavor, problem),
-        environment=_environment(closure) + _preload_environment(flavor, roots),
-        buildcache=BUILDCACHE,
-    )
-    # The image carries the digest of what it is made of (its definition
-    # without this label, and the files it copies): unchanged, it is not rebuilt.
-    (tmp / "flavor.def").write_text(render.text(CONTAINERS, "flavor.def.j2", labels=labels, **values))
-    labels["org.onestack.image-inputs"] = _digest(tmp)
-    (tmp / "flavor.def").write_text(render.text(CONTAINERS, "flavor.def.j2", labels=labels, **values))
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.replace(out)
+    with files.replacing(out) as tmp:
+        setup = tmp / "setup"
+        setup.mkdir(parents=True)
+        render.write(CONTAINERS, "apt.sh.j2", setup / "apt.sh", components=config()["components"])
+        (setup / "vendor-layouts.sh").write_text("#!/bin/sh\nset -e\n" + "".join(layouts))
+        _spack_scope(setup / "spack-scope")
+        image_builds = [(level, _in_image(folder)) for level, folder in builds]
+        render.write(
+            paths.REPO / "modulefiles" / "templates",
+            "levels.conf.j2",
+            setup / "levels.conf",
+            flavor=flavor,
+            levels=image_builds,
+            release="image",
+        )
+        render.write(
+            CONTAINERS,
+            "dispatch.sh.j2",
+            setup / "dispatch.sh",
+            folder=DISPATCH_DIR,
+            dispatcher=f"{_in_image(roots[DISPATCHER]['prefix'])}/bin/{dispatch.DISPATCHER_PROGRAM}",
+            programs=[*dispatch.programs(flavor, builds), dispatch.CHECK],
+        )
+        problem = next(iter(problems.load(flavor.app.module).values()))
+        runner.image_test(problem, tmp / "test", TEST_DIR)
+        labels = _labels(flavor, hashes, builds, alternative)
+        values = dict(
+            flavor=flavor,
+            base=base.base_image(apptainer.find()),
+            spack_root=_exported(
+                paths.spack_root(),
+                ["bin", "etc", "lib/spack/spack", "lib/spack/_vendoring", "lib/spack/llnl", "share", "var"],
+                "spack",
+            ),
+            spack_packages=_exported(paths.spack_packages(), ["repos"], "spack-packages"),
+            site_repo=SITE_REPO,
+            context=str(out),
+            vendor_copies=copies,
+            build_packages=config()["build_packages"],
+            roots=[f"/{h}" for h in hashes],
+            in_view=[f"/{n['hash']}" for n in in_view["installed"]],
+            view=VIEW,
+            final_packages=final_packages,
+            launcher_alternative=alternative,
+            help=_help(flavor, problem),
+            environment=_environment(closure) + _preload_environment(flavor, roots),
+            buildcache=BUILDCACHE,
+        )
+        # The image carries the digest of what it is made of (its definition
+        # without this label, and the files it copies): unchanged, it is not rebuilt.
+        (tmp / "flavor.def").write_text(render.text(CONTAINERS, "flavor.def.j2", labels=labels, **values))
+        labels["org.onestack.image-inputs"] = _digest(tmp)
+        (tmp / "flavor.def").write_text(render.text(CONTAINERS, "flavor.def.j2", labels=labels, **values))
     return out
 
 
@@ -334,16 +330,14 @@ def _exported(clone: Path, what: List[str], name: str) -> Path:
     ).stdout.strip()
     out = paths.cache() / "images" / f"{name}-{commit[:12]}"
     if not out.is_dir():
-        partial = out.with_name(out.name + ".partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir(parents=True)
-        archive = subprocess.Popen(
-            ["git", "-C", str(clone), "archive", "--format=tar", commit, *what], stdout=subprocess.PIPE
-        )
-        subprocess.run(["tar", "-x", "-C", str(partial)], stdin=archive.stdout, check=True)
-        if archive.wait() != 0:
-            raise ImageError(f"git archive of {clone} at {commit} failed")
-        partial.rename(out)
+        with files.replacing(out) as partial:
+            partial.mkdir()
+            archive = subprocess.Popen(
+                ["git", "-C", str(clone), "archive", "--format=tar", commit, *what], stdout=subprocess.PIPE
+            )
+            subprocess.run(["tar", "-x", "-C", str(partial)], stdin=archive.stdout, check=True)
+            if archive.wait() != 0:
+                raise ImageError(f"git archive of {clone} at {commit} failed")
     return out
 
 
@@ -406,7 +400,7 @@ def build(flavor: Flavor, roots: Dict[str, dict]) -> Path:
     print(f"==> images: building {image.name}", flush=True)
     keys.ensure_site_key(runner_)
 
-    def write(tmp: Path) -> None:
+    with files.replacing(image) as partial:
         runner_.run(
             [
                 "build",
@@ -414,16 +408,15 @@ def build(flavor: Flavor, roots: Dict[str, dict]) -> Path:
                 "--force",
                 "--bind",
                 f"{scope.buildcache_dir()}:{BUILDCACHE}",
-                tmp,
+                partial,
                 context / "flavor.def",
             ],
             cwd=context,
             timeout=apptainer.BUILD_SECONDS,
         )
-        apptainer.sign(runner_, tmp, passphrase=keys.passphrase())
-        apptainer.verify(runner_, tmp)
-
-    return apptainer._replace_atomically(image, write)
+        apptainer.sign(runner_, partial, passphrase=keys.passphrase())
+        apptainer.verify(runner_, partial)
+    return image
 
 
 def build_all(selected: List[Flavor]) -> List[Path]:

@@ -25,11 +25,10 @@ site-signing.asc`, as root), which `apptainer verify --local` reads too.
 
 import os
 import re
-import shutil
 from pathlib import Path
 from typing import Dict, List
 
-from onestack import paths
+from onestack import files, paths
 from onestack.images import ImageError
 from onestack.images.apptainer import Apptainer
 
@@ -109,15 +108,8 @@ def ensure_site_key(apptainer: Apptainer) -> str:
             f"{folder} holds files but no secret key: move it away (or set {KEYSDIR_ENV} "
             "to another folder) so that a site key can be made or imported there"
         )
-    staging = folder.with_name(f".{folder.name}.partial-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    try:
+    with files.replacing(folder) as staging:  # an empty folder, checked above, is replaced
         _make_keyring(apptainer, staging)
-        if folder.exists():
-            folder.rmdir()  # empty, checked above
-        staging.rename(folder)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return fingerprints(apptainer, folder, secret=True)[0]
 
 
@@ -126,14 +118,9 @@ def export_public_key(apptainer: Apptainer, dest: Path) -> Path:
     fingerprint = ensure_site_key(apptainer)
     # `key export` asks which key by its index in the keyring's list.
     index = fingerprints(apptainer, keys_dir(), secret=False).index(fingerprint)
-    tmp = dest.with_name(f".{dest.name}.partial-{os.getpid()}")
-    tmp.unlink(missing_ok=True)
-    try:
-        apptainer.with_env(**signing_env()).run(["key", "export", "--armor", tmp], input=f"{index}\n")
-        tmp.chmod(0o644)
-        tmp.replace(dest)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with files.replacing(dest) as partial:
+        apptainer.with_env(**signing_env()).run(["key", "export", "--armor", partial], input=f"{index}\n")
+        partial.chmod(0o644)
     return dest
 
 

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterator
 
-from onestack.images import ImageError, render, write_atomically
+from onestack import files
+from onestack.images import ImageError, render
 
 REGISTRY_COMMAND = "docker-registry"  # Debian package docker-registry
 HTPASSWD_COMMAND = "htpasswd"  # Debian package apache2-utils
@@ -164,7 +165,7 @@ def write_bundle(bundle: Path, ca_certificate: Path) -> None:
     defaults = ssl.get_default_verify_paths()
     system = Path(defaults.cafile or defaults.openssl_cafile)
     text = system.read_text() if system.is_file() else ""
-    write_atomically(bundle, text + ca_certificate.read_text())
+    files.write_text(bundle, text + ca_certificate.read_text())
 
 
 def write_htpasswd(path: Path, username: str, password: str) -> None:
@@ -172,7 +173,7 @@ def write_htpasswd(path: Path, username: str, password: str) -> None:
     password goes through stdin (-i), never on a command line."""
     htpasswd = _require(HTPASSWD_COMMAND, "apache2-utils")
     line = _run([htpasswd, "-B", "-i", "-n", username], input=password + "\n").stdout.strip()
-    write_atomically(path, line + "\n", mode=0o600)
+    files.write_text(path, line + "\n", mode=0o600)
 
 
 def free_port() -> int:
@@ -221,7 +222,7 @@ def running(folder: Path, username: str = "onestack", password: str = "") -> Ite
     write_bundle(registry.ca_bundle, registry.ca_certificate)
     write_htpasswd(folder / "htpasswd", registry.username, registry.password)
     config = folder / "config.yml"
-    write_atomically(
+    files.write_text(
         config,
         render(
             "registry-config.yml",

@@ -7,7 +7,7 @@ from typing import Dict, Optional
 
 from ruamel.yaml import YAML
 
-from onestack import host, stack
+from onestack import files, host, stack
 from onestack.stack import site
 
 
@@ -81,10 +81,8 @@ def adopt(app: str, module: str, why: str) -> Optional[str]:
     if defaults.get(app, {}).get("flavor") == flavor:
         return None
     defaults[app] = {"flavor": flavor, "why": why, "measured_on": host.model()}
-    partial = file.with_suffix(".partial")
-    with open(partial, "w") as handle:
+    with files.replacing(file) as partial, open(partial, "w") as handle:
         yaml.dump(document, handle)
-    partial.replace(file)
     site._load.cache_clear()
     stack._load.cache_clear()
     return f"{file}: default_flavors.{app}: {flavor}"

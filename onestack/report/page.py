@@ -4,9 +4,7 @@ and a PNG chart per case and figure."""
 from pathlib import Path
 from typing import List, Optional
 
-import jinja2
-
-from onestack import paths
+from onestack import paths, render
 
 TEMPLATE = "report.html.j2"
 
@@ -48,9 +46,4 @@ def chart(out: Path, app: str, case: str, name: str, how: dict, results: List[di
 
 def write(out: Path, **values) -> Path:
     """index.html; every value HTML-escaped (a flavor's error text included)."""
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(paths.REPO / "report")), autoescape=True, undefined=jinja2.StrictUndefined
-    )
-    page = out / "index.html"
-    page.write_text(env.get_template(TEMPLATE).render(**values))
-    return page
+    return render.write(paths.REPO / "report", TEMPLATE, out / "index.html", **values)

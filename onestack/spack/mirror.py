@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List
 
-from onestack import data, paths, spack
+from onestack import data, files, paths, spack
 
 OFFLINE_SOURCES = "setup/offline-sources.yaml"
 
@@ -118,32 +118,30 @@ def _commit_archive(source: dict, how: dict) -> None:
     if proc.returncode != 0 or proc.stdout.strip() != commit:
         raise MirrorError(f"{variable}={clone} has no commit {commit}: set it to a clone of {source['url']}")
     target = paths.mirror() / source["mirror_path"]
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".partial")
     left_out = [f":(exclude){path}" for path in how["omit"]]
     # Quiet unless it fails: git names a blob the clone lacks even when the
     # pathspec leaves its file out (the case `omit` exists for).
-    proc = subprocess.run(
-        [
-            "git",
-            "-C",
-            clone,
-            "archive",
-            "--format=tar.gz",
-            "--prefix=spack-src/",
-            "--output",
-            str(partial),
-            commit,
-            "--",
-            ".",
-            *left_out,
-        ],
-        text=True,
-        capture_output=True,
-    )
-    if proc.returncode != 0:
-        raise MirrorError(f"`git archive` of {commit} in ${variable}={clone} failed: {proc.stderr.strip()[-800:]}")
-    partial.replace(target)
+    with files.replacing(target) as partial:
+        proc = subprocess.run(
+            [
+                "git",
+                "-C",
+                clone,
+                "archive",
+                "--format=tar.gz",
+                "--prefix=spack-src/",
+                "--output",
+                str(partial),
+                commit,
+                "--",
+                ".",
+                *left_out,
+            ],
+            text=True,
+            capture_output=True,
+        )
+        if proc.returncode != 0:
+            raise MirrorError(f"`git archive` of {commit} in ${variable}={clone} failed: {proc.stderr.strip()[-800:]}")
     print(f"==> mirror: admitted {source['spec']} {source['kind']} (git archive of commit {commit} from ${variable})")
 
 
@@ -159,10 +157,8 @@ def _admit(source: dict, how: dict) -> None:
                 f"  recipe sha256: {source['sha256']}\n  file sha256:   {actual}\n"
                 "  not admitted (a checksum is never edited to fit; add a site version instead)"
             )
-        target = paths.mirror() / source["mirror_path"]
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(candidate, target.with_suffix(".partial"))
-        target.with_suffix(".partial").replace(target)
+        with files.replacing(paths.mirror() / source["mirror_path"]) as partial:
+            shutil.copyfile(candidate, partial)
         print(f"==> mirror: admitted {source['spec']} {source['kind']} ({candidate.name}, sha256 verified)")
 
 

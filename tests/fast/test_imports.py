@@ -1,6 +1,7 @@
-"""Imports run one way with the data (environments -> Spack -> installs ->
-modules/images -> tests/report): the import graph of onestack/, function-level
-imports included (one that only hides a cycle is still a cycle), has no cycle."""
+"""Imports run one way with the data (environments, then Spack, installs,
+modules and images, the tests and the report): the import graph of
+onestack/, function-level imports included (one that only hides a cycle is
+still a cycle), has no cycle."""
 
 import ast
 from pathlib import Path

@@ -1,0 +1,52 @@
+"""Files and folders that appear whole under their final name or not at all:
+a failed or killed step (a render, a build context, an image, a mirror
+archive, a key) never leaves a half-written one where users or later steps
+read it. One mechanism for every writer: a partial beside the final name
+(same file system, so the rename is atomic), renamed over it on success."""
+
+import contextlib
+import os
+import shutil
+from pathlib import Path
+from typing import Iterator
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _drop_stale(final: Path) -> None:
+    """Partials of final left by processes that are gone (killed runs)."""
+    for stale in final.parent.glob(f".{final.name}.partial-*"):
+        pid = stale.name.rsplit("-", 1)[-1]
+        if not (pid.isdigit() and Path(f"/proc/{pid}").exists()):
+            _remove(stale)
+
+
+@contextlib.contextmanager
+def replacing(final: Path) -> Iterator[Path]:
+    """A partial path beside final for the caller to write (a file or a
+    folder); it replaces final when the block ends without an error, and is
+    removed otherwise."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    _drop_stale(final)
+    partial = final.with_name(f".{final.name}.partial-{os.getpid()}")
+    _remove(partial)
+    try:
+        yield partial
+        if final.is_dir() and not final.is_symlink():
+            shutil.rmtree(final)  # a folder cannot be renamed over a non-empty one
+        os.replace(partial, final)
+    finally:
+        if partial.exists() or partial.is_symlink():
+            _remove(partial)
+
+
+def write_text(final: Path, text: str, mode: int = 0o644) -> Path:
+    with replacing(final) as partial:
+        partial.write_text(text)
+        partial.chmod(mode)
+    return final

@@ -5,13 +5,11 @@ tree loadable; one command rolls back. Runs against a scratch module root
 
 import os
 import signal
-import subprocess
-import time
 
 import pytest
-from conftest import REPO, onestack
+from conftest import onestack
 
-from onestack.modules import lmod
+from onestack.modules import lmod, publish
 
 
 @pytest.fixture
@@ -38,26 +36,20 @@ def test_publish_is_idempotent_then_forced(modules_root):
 
 
 def test_killed_publish_leaves_the_live_tree_loadable(modules_root):
+    """Killed (SIGKILL, publish's fault-injection point) half-way, right
+    after Spack wrote the new hierarchy, and at the last moment, the new
+    release checked, marked complete and read-only but not yet switched in:
+    the live tree stays what it was."""
     onestack("publish", env_extra=modules_root, check=True)
     live = _current(modules_root)
     releases = os.path.join(modules_root["ONESTACK_MODULES"], "releases")
-    proc = subprocess.Popen(
-        [str(REPO / "bin" / "onestack"), "publish", "--force"],
-        env={**os.environ, **modules_root},
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.time() + 60
-    while len(os.listdir(releases)) < 2 and time.time() < deadline:  # the new release has begun
-        time.sleep(0.05)
-    time.sleep(0.5)  # half-way: Spack is writing the new hierarchy
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert len(os.listdir(releases)) == 2, "the publish was not caught half-way"
-    assert _current(modules_root) == live
-    assert _loads(modules_root)
-    onestack("publish", "--force", env_extra=modules_root, check=True)  # cleans up the partial one
+    for step in publish.STEPS:
+        killed = onestack("publish", "--force", env_extra={**modules_root, publish.KILL_AFTER: step})
+        assert killed.returncode == -signal.SIGKILL, f"not killed after {step}: {killed.stdout}{killed.stderr}"
+        assert _current(modules_root) == live, f"killed after {step}, the live release changed"
+        assert _loads(modules_root), f"killed after {step}, the live tree does not load"
+    assert len(os.listdir(releases)) == 1 + len(publish.STEPS), os.listdir(releases)
+    onestack("publish", "--force", env_extra=modules_root, check=True)  # cleans up the partial ones
     assert all(os.path.exists(os.path.join(releases, r, ".complete")) for r in os.listdir(releases))
 
 

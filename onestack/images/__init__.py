@@ -1,7 +1,8 @@
 """Container images: a real Apptainer (apptainer.py), the site's signing key
 (keys.py), the cached Debian base (base.py), each flavor's image (flavor.py),
-a registry to push to and pull from (registry.py, push.py) and the site's
-binaries through it (push.py, onestack/spack/oci_buildcache.py)."""
+pushes of the images and of the site's binaries to its registry (push.py,
+onestack/spack/oci_buildcache.py). The registry the tests start on loopback
+is the tests' own (tests/images/registry.py)."""
 
 from pathlib import Path
 

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import stat
 import time
 from pathlib import Path
@@ -270,6 +271,17 @@ def _switch_current(release: Path) -> None:
     os.replace(new_link, current_link())
 
 
+# The fault-injection point of the killed-publish test: the process kills
+# itself right after the named step, as a power cut or `kill -9` would.
+KILL_AFTER = "ONESTACK_PUBLISH_KILL_AFTER"
+STEPS = ("hierarchy", "marked")
+
+
+def _step_done(name: str) -> None:
+    if os.environ.get(KILL_AFTER) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def publish(selected: List[Flavor], force: bool = False) -> Path:
     """Generate, check and switch to a new release of the module tree with the
     built flavors of selected; nothing is generated when the live release was
@@ -284,6 +296,7 @@ def publish(selected: List[Flavor], force: bool = False) -> Path:
     release = _new_release_dir()
     print(f"==> publish: generating release {release.name} beside the live tree")
     names = _spack_modules(release, selected, roots)
+    _step_done("hierarchy")
     _flavor_modules(release, selected, roots, names)
     _default_flavors(release, selected)
     runtime_modules = _runtime_modules(release, roots)
@@ -296,6 +309,7 @@ def publish(selected: List[Flavor], force: bool = False) -> Path:
     manifest = {"flavors": [f.module_name for f in selected], "runtimes": runtime_modules, "fingerprint": fingerprint}
     (release / COMPLETE_MARK).write_text(json.dumps(manifest, indent=1) + "\n")
     _make_read_only(release)
+    _step_done("marked")
     _switch_current(release)
     print(f"==> publish: release {release.name} is live")
     return release

@@ -17,8 +17,9 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from onestack.images import ImageError, apptainer, base, keys, registry
+from onestack.images import ImageError, apptainer, base, keys
 
+from . import registry
 from .image_helpers import DESKTOP_USER, TIMINGS, timed
 
 HERE = Path(__file__).resolve().parent

@@ -10,9 +10,10 @@ from dataclasses import replace
 
 import pytest
 
-from onestack.images import apptainer, registry
+from onestack.images import apptainer
 from onestack.images.apptainer import ApptainerError
 
+from . import registry
 from .image_helpers import DESKTOP_USER, listing, tamper
 
 

@@ -8,7 +8,7 @@ import ssl
 
 import pytest
 
-from onestack.images import registry
+from . import registry
 
 
 def get_v2(reg, context, credentials=None) -> int:

@@ -33,7 +33,10 @@ from pathlib import Path
 from typing import Dict, Iterator
 
 from onestack import files
-from onestack.images import ImageError, render
+from onestack import render as rendering
+from onestack.images import ImageError
+
+HERE = Path(__file__).resolve().parent
 
 REGISTRY_COMMAND = "docker-registry"  # Debian package docker-registry
 HTPASSWD_COMMAND = "htpasswd"  # Debian package apache2-utils
@@ -224,8 +227,9 @@ def running(folder: Path, username: str = "onestack", password: str = "") -> Ite
     config = folder / "config.yml"
     files.write_text(
         config,
-        render(
-            "registry-config.yml",
+        rendering.text(
+            HERE,
+            "registry-config.yml.j2",
             storage=str(folder / "storage"),
             address=registry.host,
             secret=secrets.token_hex(16),

@@ -11,6 +11,7 @@ from typing import List
 import yaml
 
 from onestack import paths, spack
+from onestack.errors import OnestackError
 from onestack.spack import scope
 from onestack.stack.flavors import Flavor
 
@@ -18,7 +19,7 @@ PIPELINE_FILE = paths.REPO / ".gitlab-ci.yml"
 SPACK_CI_SCOPE = paths.REPO / "ci" / "spack"
 
 
-class CiError(RuntimeError):
+class CiError(OnestackError):
     pass
 
 

@@ -7,10 +7,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from onestack import ci, data, host, paths, problems, render, report, spack, stack, status, validate
-from onestack.images import ImageError, apptainer, keys, push
+from onestack import ci, data, host, paths, problems, report, spack, stack, status, validate
+from onestack.errors import OnestackError
+from onestack.images import apptainer, keys, push
 from onestack.images import flavor as images
-from onestack.modules import dispatch, lmod, publish
+from onestack.modules import lmod, publish
 from onestack.spack import environment, mirror, scope
 from onestack.stack import cpus, site
 
@@ -214,84 +215,84 @@ def cmd_report_path(args) -> None:
     print(report.latest())
 
 
+# Each command's arguments: FLAVORS takes app/flavor names (default: each
+# app's build list); the others are switches.
+FLAVORS = ("flavors", "app/flavor names (default: each app's build list)")
+OFFLINE = ("--offline", "a source missing from the mirror is an error, not a download")
+CI_LISTS = ("--ci", "each app's ci_build list, not its build list (as ONESTACK_BUILD_LIST=ci_build)")
+COMMANDS = [
+    ("render", cmd_render, "validate the stack's data and render .generated/flavors.yaml", [FLAVORS]),
+    ("site", cmd_site, "set up this machine for the selected site: sources, externals, vendor libraries", []),
+    (
+        "mirror",
+        cmd_mirror,
+        "fill the offline source mirror (verified by sha256)",
+        [FLAVORS, OFFLINE, ("--rebuild", "also the sources of installed specs (for a rebuild from scratch)")],
+    ),
+    ("build", cmd_build, "concretize and install the selected flavors", [FLAVORS, OFFLINE, CI_LISTS]),
+    (
+        "publish",
+        cmd_publish,
+        "generate a new module tree release of the built flavors and make it live",
+        [FLAVORS, ("--force", "generate a new release even if nothing changed"), CI_LISTS],
+    ),
+    ("images", cmd_images, "build and sign the SIF image of each selected published flavor", [FLAVORS]),
+    ("push-images", cmd_push_images, "push every built image to the site's registry (ONESTACK_REGISTRY...)", []),
+    (
+        "push-binaries",
+        cmd_push_binaries,
+        "push the published flavors' Spack binaries to the site's registry",
+        [FLAVORS],
+    ),
+    ("check", cmd_check, "run the test problems of the selected published flavors through their modules", [FLAVORS]),
+    ("audit", cmd_audit, "validate the stack's data, site recipes and pipeline file", []),
+    ("record-outputs", cmd_record_outputs, "record one run of every test problem for the fast tier", []),
+    (
+        "ci-generate",
+        cmd_ci_generate,
+        "write the build (spack ci generate) and test child pipelines",
+        [FLAVORS, ("--full-rebuild", "a job for every spec, even those already in the buildcache (schedules, tags)")],
+    ),
+    ("where-images", cmd_where_images, "print the folder of the SIF images", []),
+    ("flavors", cmd_flavors, "print the flavor status table: concretized / built / tested, or why not", []),
+    ("where", cmd_where, "print the init script of the live module tree", []),
+    ("host", cmd_host, "print this machine's CPU: model, archspec's name, x86-64 level", []),
+    ("rollback", cmd_rollback, "make the previous release live again", []),
+    (
+        "report",
+        cmd_report,
+        "measure every published flavor side by side: HTML and PNG report",
+        [
+            ("flavors", "applications or app/flavor names to measure (default: everything published)"),
+            (
+                "--reduced",
+                "small sizes, one run each, one case per application "
+                "(the test suite's run: keeps the code path working)",
+            ),
+        ],
+    ),
+    ("report-path", cmd_report_path, "print the folder of the latest report", []),
+    ("bench-modules", cmd_bench_modules, "print module avail/load latency, with and without cache", [FLAVORS]),
+]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="onestack", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    offline = ("--offline", "a source missing from the mirror is an error, not a download")
-    ci_lists = ("--ci", "each app's ci_build list, not its build list (as ONESTACK_BUILD_LIST=ci_build)")
-    commands = [
-        ("render", cmd_render, "validate the stack's data and render .generated/flavors.yaml", []),
-        ("site", cmd_site, "set up this machine for the selected site: sources, externals, vendor libraries", []),
-        (
-            "mirror",
-            cmd_mirror,
-            "fill the offline source mirror (verified by sha256)",
-            [offline, ("--rebuild", "also the sources of installed specs (for a rebuild from scratch)")],
-        ),
-        ("build", cmd_build, "concretize and install the selected flavors", [offline, ci_lists]),
-        (
-            "publish",
-            cmd_publish,
-            "generate a new module tree release of the built flavors and make it live",
-            [("--force", "generate a new release even if nothing changed"), ci_lists],
-        ),
-        ("images", cmd_images, "build and sign the SIF image of each selected published flavor", []),
-        ("push-images", cmd_push_images, "push every built image to the site's registry (ONESTACK_REGISTRY...)", []),
-        ("push-binaries", cmd_push_binaries, "push the published flavors' Spack binaries to the site's registry", []),
-        ("check", cmd_check, "run the test problems of the selected published flavors through their modules", []),
-        ("audit", cmd_audit, "validate the stack's data, site recipes and pipeline file", []),
-        ("record-outputs", cmd_record_outputs, "record one run of every test problem for the fast tier", []),
-        (
-            "ci-generate",
-            cmd_ci_generate,
-            "write the build (spack ci generate) and test child pipelines",
-            [("--full-rebuild", "a job for every spec, even those already in the buildcache (schedules, tags)")],
-        ),
-        ("where-images", cmd_where_images, "print the folder of the SIF images", []),
-        ("flavors", cmd_flavors, "print the flavor status table: concretized / built / tested, or why not", []),
-        ("where", cmd_where, "print the init script of the live module tree", []),
-        ("host", cmd_host, "print this machine's CPU: model, archspec's name, x86-64 level", []),
-        ("rollback", cmd_rollback, "make the previous release live again", []),
-        (
-            "report",
-            cmd_report,
-            "measure every published flavor side by side: HTML and PNG report",
-            [
-                (
-                    "--reduced",
-                    "small sizes, one run each, one case per application "
-                    "(the test suite's run: keeps the code path working)",
-                )
-            ],
-        ),
-        ("report-path", cmd_report_path, "print the folder of the latest report", []),
-        ("bench-modules", cmd_bench_modules, "print module avail/load latency, with and without cache", []),
-    ]
-    for name, func, helptext, options in commands:
+    for name, func, helptext, arguments in COMMANDS:
         p = sub.add_parser(name, help=helptext)
         p.set_defaults(func=func)
-        p.add_argument("flavors", nargs="*", help="app/flavor names (default: each app's build list)")
-        for flag, flag_help in options:
-            p.add_argument(flag, action="store_true", help=flag_help)
+        for argument, argument_help in arguments:
+            if argument.startswith("--"):
+                p.add_argument(argument, action="store_true", help=argument_help)
+            else:
+                p.add_argument(argument, nargs="*", help=argument_help)
     args = parser.parse_args(argv)
     try:
         # Spack reads the install tree from spack.yaml's $ONESTACK_PREFIX: the site's, unless set.
         os.environ["ONESTACK_PREFIX"] = str(site.prefix())
         args.func(args)
-    except (
-        data.InputError,
-        mirror.MirrorError,
-        spack.SpackError,
-        publish.PublishError,
-        dispatch.DispatchError,
-        lmod.LmodError,
-        paths.SetupError,
-        ImageError,
-        render.Refused,
-        ci.CiError,
-        problems.ProblemError,
-        FileNotFoundError,
-    ) as err:
+    except OnestackError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     return 0

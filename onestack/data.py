@@ -17,6 +17,7 @@ import referencing
 import yaml
 
 from onestack import paths
+from onestack.errors import OnestackError
 
 SCHEMAS = paths.REPO / "schemas"
 
@@ -49,7 +50,7 @@ CHECKED_ELSEWHERE = {
 }
 
 
-class InputError(ValueError):
+class InputError(OnestackError, ValueError):
     """Bad stack data; str() is the message for the site engineer."""
 
 

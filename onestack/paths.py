@@ -4,10 +4,12 @@ locations setup/env.sh exports (everything big lives outside the repository)."""
 import os
 from pathlib import Path
 
+from onestack.errors import OnestackError
+
 REPO = Path(__file__).resolve().parent.parent
 
 
-class SetupError(RuntimeError):
+class SetupError(OnestackError):
     """The machine is not set up as onestack expects; the message says the fix."""
 
 

@@ -23,6 +23,7 @@ from typing import Iterable
 import jinja2
 
 from onestack import files
+from onestack.errors import OnestackError
 
 
 def lua(value) -> str:
@@ -40,7 +41,7 @@ def lua_comment(value) -> str:
     return "\n-- ".join(str(value).splitlines() or [""])
 
 
-class Refused(ValueError):
+class Refused(OnestackError, ValueError):
     """A value that cannot go into the file at all; the message says why."""
 
 

@@ -10,6 +10,7 @@ from typing import Tuple
 
 from onestack import data as onestack_data
 from onestack import paths
+from onestack.errors import OnestackError
 
 DEFAULT_FILE = paths.REPO / "cluster" / "cluster.yaml"
 # The nodes' side of each veth pair: every node calls its cluster interface so,
@@ -26,7 +27,7 @@ SAFE_PATH = re.compile(r"/[A-Za-z0-9._/+-]*")
 MAX_WORKDIR_LENGTH = 80
 
 
-class ClusterError(RuntimeError):
+class ClusterError(OnestackError):
     """The virtual cluster cannot be made or used; the message says why and the fix."""
 
 

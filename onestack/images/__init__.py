@@ -7,11 +7,12 @@ is the tests' own (tests/images/registry.py)."""
 from pathlib import Path
 
 from onestack import render as rendering
+from onestack.errors import OnestackError
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
-class ImageError(RuntimeError):
+class ImageError(OnestackError):
     """An image step that failed; the message names the command and the fix."""
 
 

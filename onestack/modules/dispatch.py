@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 from onestack import render
+from onestack.errors import OnestackError
 from onestack.stack import DISPATCHER, cpus
 from onestack.stack.flavors import Flavor
 
@@ -17,7 +18,7 @@ DISPATCHER_PROGRAM = "onestack-dispatch"
 CHECK = "onestack-cpu-check"
 
 
-class DispatchError(RuntimeError):
+class DispatchError(OnestackError):
     pass
 
 

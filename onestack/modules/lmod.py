@@ -7,11 +7,13 @@ import subprocess
 from pathlib import Path
 from typing import List
 
+from onestack.errors import OnestackError
+
 # Where distributions install Lmod; LMOD_ROOT overrides for a site's own build.
 _CANDIDATES = ("/usr/share/lmod/lmod", "/opt/apps/lmod/lmod", "/usr/local/lmod/lmod")
 
 
-class LmodError(RuntimeError):
+class LmodError(OnestackError):
     pass
 
 

@@ -20,6 +20,7 @@ from typing import Dict, List
 import yaml
 
 from onestack import paths, render, spack, stack
+from onestack.errors import OnestackError
 from onestack.modules import abi, dispatch, lmod
 from onestack.spack import vendor
 from onestack.stack.flavors import Flavor
@@ -28,7 +29,7 @@ TEMPLATES = paths.REPO / "modulefiles" / "templates"
 COMPLETE_MARK = ".complete"
 
 
-class PublishError(RuntimeError):
+class PublishError(OnestackError):
     pass
 
 

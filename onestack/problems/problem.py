@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from onestack import data, paths
+from onestack.errors import OnestackError
 
 PROBLEMS = "tests/problems"
 
 
-class ProblemError(RuntimeError):
+class ProblemError(OnestackError):
     """A test problem that failed its checks, or could not run."""
 
 
@@ -136,7 +137,7 @@ def source_archive(spec: str) -> Path:
         for f in (root / "_source-cache" / "archive" / sha256[:2]).glob(f"{sha256}*")
     ]
     if not found:
-        raise FileNotFoundError(
+        raise ProblemError(
             f"no source archive of {spec} (sha256 {sha256}) in the mirror or source cache: run `make mirror`"
         )
     return found[0]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from onestack import host, paths, problems, stack
+from onestack.errors import OnestackError
 from onestack.modules import publish
 from onestack.report import defaults, goals, interconnect, measure, page, pairs, peak, peak_search
 
@@ -28,7 +29,7 @@ def reports_dir() -> Path:
 def latest() -> Path:
     done = sorted(d for d in reports_dir().glob("*") if (d / "index.html").is_file()) if reports_dir().is_dir() else []
     if not done:
-        raise FileNotFoundError("no report yet: run `make report`")
+        raise OnestackError("no report yet: run `make report`")
     return done[-1]
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from onestack import paths, stack
+from onestack.errors import OnestackError
 from onestack.stack import DISPATCHER, preload_packages
 from onestack.stack.flavors import Flavor
 
@@ -15,7 +16,7 @@ from onestack.stack.flavors import Flavor
 INSIDE_SPACK = Path(__file__).parent / "inside"
 
 
-class SpackError(RuntimeError):
+class SpackError(OnestackError):
     pass
 
 

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Dict, List
 
 from onestack import data, files, paths, spack
+from onestack.errors import OnestackError
 
 OFFLINE_SOURCES = "setup/offline-sources.yaml"
 
 
-class MirrorError(RuntimeError):
+class MirrorError(OnestackError):
     pass
 
 

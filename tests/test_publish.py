@@ -7,8 +7,10 @@ import os
 import signal
 
 import pytest
-from conftest import onestack
+import yaml
+from conftest import REPO, onestack
 
+from onestack import stack
 from onestack.modules import lmod, publish
 
 
@@ -63,3 +65,26 @@ def test_rollback_restores_the_previous_release(modules_root):
     assert _current(modules_root) == first and _loads(modules_root)
     refused = onestack("rollback", env_extra=modules_root)
     assert refused.returncode == 1 and "oldest published" in refused.stderr
+
+
+def test_a_site_deprecates_and_hides_versions(modules_root, tmp_path):
+    """A site's `versions`: a deprecated version prints its message when
+    loaded; a hidden one leaves module avail but still loads by its full
+    name, so a job script that names it keeps working."""
+    hpl, lmp = (stack.load().flavor(name) for name in ("hpl/openblas-mpich", "lmp/openblas-mpich"))
+    site = yaml.safe_load((REPO / "sites" / "default" / "site.yaml").read_text())
+    site["versions"] = {
+        "hpl": {"deprecated": {hpl.app.version: "HPCC 1.5.0 leaves this site in 2027: use HPL 2.3"}},
+        "lmp": {"hidden": [lmp.app.version]},
+    }
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "site.yaml").write_text(yaml.safe_dump(site))
+    env = {**modules_root, "ONESTACK_SITE": str(tmp_path / "site")}
+    onestack("publish", hpl.module_name, lmp.module_name, env_extra=env, check=True)
+    init = os.path.join(modules_root["ONESTACK_MODULES"], "current", "init", "bash")
+    deprecated = lmod.clean_shell(init, f"module load {hpl.versioned_name}")
+    assert deprecated.returncode == 0 and "HPCC 1.5.0 leaves this site in 2027" in deprecated.stderr, deprecated.stderr
+    avail = lmod.clean_shell(init, "module -t avail 2>&1").stdout
+    assert lmp.versioned_name not in avail and hpl.versioned_name in avail, avail
+    hidden = lmod.clean_shell(init, f"module load {lmp.versioned_name}\nmodule -t list 2>&1")
+    assert hidden.returncode == 0 and lmp.versioned_name in hidden.stdout + hidden.stderr, hidden.stderr

@@ -166,7 +166,7 @@ def _flavor_modules(release: Path, selected: List[Flavor], roots: Dict[str, dict
         modules["app"] = _module_of(names, root, flavor)
         _render(
             "flavor.lua.j2",
-            release / "flavors" / flavor.app.module / f"{flavor.name}.lua",
+            release / "flavors" / flavor.app.module / flavor.name / f"{flavor.app.version}.lua",
             flavor=flavor,
             root=root,
             modules=modules,
@@ -198,20 +198,59 @@ def _launcher_dir(release: Path, flavor: Flavor) -> str:
     return str(folder)
 
 
-def _default_flavors(release: Path, selected: List[Flavor]) -> None:
-    """`module load qe` loads the application's default_flavor, when it is
-    published; otherwise Lmod picks the flavor whose name sorts last. Lmod 8.6
-    reads a .modulerc.lua in each module's folder, not at the modulepath's top."""
-    published = {f.module_name for f in selected}
-    for app in {f.app.module: f.app for f in selected}.values():
-        default = f"{app.module}/{app.default_flavor}"
-        if default in published:
+def _defaults(release: Path, selected: List[Flavor]) -> None:
+    """Each application's modules are <app>/<flavor>/<version> (Lmod's
+    N/V/V): `module load qe` loads the default flavor (the application's
+    default_flavor where it is published, else the first published), and
+    `module load qe/<flavor>` that flavor's default version; hidden versions
+    stay loadable by their full name. Lmod reads a .modulerc.lua in each
+    folder of the name (not at the modulepath's top), one default per file,
+    and takes a folder with one at the application's level as N/V/V."""
+    site = stack.load().site
+    by_app: Dict[str, List[Flavor]] = {}
+    for flavor in selected:
+        by_app.setdefault(flavor.app.module, []).append(flavor)
+    for module, flavors in by_app.items():
+        names = sorted({f.name for f in flavors})
+        default = flavors[0].app.default_flavor if flavors[0].app.default_flavor in names else names[0]
+        _render(
+            "modulerc.lua.j2",
+            release / "flavors" / module / ".modulerc.lua",
+            default=f"{module}/{default}",
+            hidden=[],
+            site=site,
+        )
+        chosen = site.versions.get(module, {})
+        for name in names:
+            versions = sorted({f.app.version for f in flavors if f.name == name}, key=_version_key)
+            version = chosen.get("default") if chosen.get("default") in versions else versions[-1]
             _render(
                 "modulerc.lua.j2",
-                release / "flavors" / app.module / ".modulerc.lua",
-                default=default,
-                site=stack.load().site,
+                release / "flavors" / module / name / ".modulerc.lua",
+                default=f"{module}/{name}/{version}",
+                site=site,
+                hidden=[f"{module}/{name}/{v}" for v in versions if v in chosen.get("hidden", [])],
             )
+
+
+def _version_key(version: str) -> tuple:
+    """Versions in numeric order (6.7.0 < 7.5 < 20210929.2)."""
+    return tuple(int(part) if part.isdigit() else -1 for part in version.replace("-", ".").split("."))
+
+
+def _admin_list(release: Path, selected: List[Flavor]) -> Path:
+    """Lmod's admin list (LMOD_ADMIN_FILE, set by the init script): the
+    message of each deprecated version, printed when it is loaded."""
+    versions = stack.load().site.versions
+    deprecated = [
+        (f"{f.app.module}/{f.name}/{f.app.version}", message)
+        for f in selected
+        for version, message in versions.get(f.app.module, {}).get("deprecated", {}).items()
+        if version == f.app.version
+    ]
+    out = release / "init" / "admin.list"
+    _render("admin.list.j2", out, deprecated=sorted(deprecated))
+    return out
 
 
 def _runtime_modules(release: Path, roots: Dict[str, dict]) -> List[str]:
@@ -249,16 +288,17 @@ def release_manifest(release: Path) -> dict:
     return json.loads((release / COMPLETE_MARK).read_text())
 
 
-def _init_files(release: Path, example: str) -> None:
+def _init_files(release: Path, selected: List[Flavor]) -> None:
     modulepath = ":".join(str(p) for p in [release / "flavors", *_core_dirs(release)])
     _render(
         "init-bash.j2",
         release / "init" / "bash",
         release=release.name,
-        example=example,
+        example=selected[0].module_name,
         lmod_init=lmod.init_dir(),
         modulepath=modulepath,
         lmodrc=release / "init" / "lmodrc.lua",
+        admin_list=_admin_list(release, selected),
     )
     _render("lmodrc.lua.j2", release / "init" / "lmodrc.lua", release=release.name, cache_dir=release / "cache")
 
@@ -299,14 +339,14 @@ def publish(selected: List[Flavor], force: bool = False) -> Path:
     names = _spack_modules(release, selected, roots)
     _step_done("hierarchy")
     _flavor_modules(release, selected, roots, names)
-    _default_flavors(release, selected)
+    _defaults(release, selected)
     runtime_modules = _runtime_modules(release, roots)
-    _init_files(release, selected[0].module_name)
+    _init_files(release, selected)
     modulepath = [release / "flavors", *_core_dirs(release)]
     lmod.check_syntax(modulepath)
     lmod.build_spider_cache(release / "cache", modulepath)
     for flavor in selected:
-        lmod.check_loads(release / "init" / "bash", flavor.module_name)
+        lmod.check_loads(release / "init" / "bash", flavor.versioned_name)
     manifest = {"flavors": [f.module_name for f in selected], "runtimes": runtime_modules, "fingerprint": fingerprint}
     (release / COMPLETE_MARK).write_text(json.dumps(manifest, indent=1) + "\n")
     _make_read_only(release)

@@ -66,6 +66,11 @@ class Application:
         """The Spack package name, e.g. quantum-espresso."""
         return self.spack.split("@")[0].split()[0]
 
+    @property
+    def version(self) -> str:
+        """The version users load (qe/<flavor>/<version>): the Spack spec's."""
+        return self.spack.split("@", 1)[1].split()[0] if "@" in self.spack else "default"
+
 
 @dataclass(frozen=True)
 class Flavor:
@@ -104,6 +109,12 @@ class Flavor:
     def module_name(self) -> str:
         """What users load, e.g. qe/openblas-mpich."""
         return f"{self.app.module}/{self.name}"
+
+    @property
+    def versioned_name(self) -> str:
+        """The module with its version, e.g. qe/openblas-mpich/6.7.0 (module_name
+        loads the site's default version of the flavor)."""
+        return f"{self.module_name}/{self.app.version}"
 
     @property
     def is_default(self) -> bool:
@@ -452,6 +463,27 @@ def _load_application(file: Path, components: dict, site: Site) -> List[Flavor]:
     return flavors
 
 
+def _check_site_versions(site: Site, flavors: List[Flavor]) -> None:
+    """The site's `versions` name applications and versions the stack has."""
+    known = {}
+    for flavor in flavors:
+        known.setdefault(flavor.app.module, set()).add(flavor.app.version)
+    for app, chosen in site.versions.items():
+        _check_choice(site.file, f"versions.{app}", app, known, "application", "modules of environments/")
+        named = [("default", chosen["default"])] if "default" in chosen else []
+        named += [(f"deprecated.{v}", v) for v in chosen["deprecated"]]
+        named += [(f"hidden[{i}]", v) for i, v in enumerate(chosen["hidden"])]
+        for key, version in named:
+            _check_choice(
+                site.file,
+                f"versions.{app}.{key}",
+                version,
+                sorted(known[app]),
+                "version",
+                f"the versions of {app} in environments/",
+            )
+
+
 def _runtimes(components: dict, site: Site) -> Tuple[Runtime, ...]:
     return tuple(
         Runtime(
@@ -486,4 +518,5 @@ def load_matrix(site: Site) -> Matrix:
         raise InputError(f"{data.location(env_dir)}: no application files (<app>.yaml) found")
     for app in site.default_flavors:
         _check_choice(site.file, f"default_flavors.{app}", app, modules, "application", "modules of environments/")
+    _check_site_versions(site, flavors)
     return Matrix(site=site, flavors=tuple(flavors), runtimes=_runtimes(components, site), components=components)

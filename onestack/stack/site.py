@@ -22,6 +22,8 @@ class Site:
     permissions: Dict[str, str]
     unavailable: Dict[str, Dict[str, str]]  # kind (compilers, mpis, math) -> name -> why
     default_flavors: Dict[str, Dict[str, str]]  # app module -> {flavor, why}
+    # app module -> {default: version, deprecated: {version: message}, hidden: [version]}
+    versions: Dict[str, dict] = None
 
     @property
     def name(self) -> str:
@@ -50,6 +52,7 @@ def _load(folder: Path) -> Site:
         permissions=site["permissions"],
         unavailable={kind: site["unavailable"].get(kind, {}) for kind in ("compilers", "mpis", "math")},
         default_flavors=site["default_flavors"],
+        versions=site["versions"],
     )
 
 

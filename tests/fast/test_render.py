@@ -82,7 +82,17 @@ class LuaModule:
         def record(name):
             return lambda *args: self.calls.append((name, *args))
 
-        for name in ("whatis", "help", "setenv", "family", "depends_on", "prepend_path", "module_version", "LmodError"):
+        for name in (
+            "whatis",
+            "help",
+            "setenv",
+            "family",
+            "depends_on",
+            "prepend_path",
+            "module_version",
+            "hide_version",
+            "LmodError",
+        ):
             lua.globals()[name] = record(name)
         lua.globals()["mode"] = lambda: "load"
         lua.globals()["capture"] = lambda command: self.calls.append(("capture", command)) or ("", True)
@@ -146,8 +156,11 @@ def test_flavor_module_keeps_any_text_as_text(text, tmp_path):
 
 
 def test_default_and_runtime_modules_are_lua_literals():
-    module = LuaModule(render.text(publish.TEMPLATES, "modulerc.lua.j2", default='qe/a"b', site=stack.load().site))
+    module = LuaModule(
+        render.text(publish.TEMPLATES, "modulerc.lua.j2", default='qe/a"b', hidden=["qe/a/1]]"], site=stack.load().site)
+    )
     assert module.values("module_version") == [('qe/a"b', "default")]
+    assert module.values("hide_version") == [("qe/a/1]]",)]
     runtime = dataclasses.replace(stack.load().runtimes[0], env=(Setting("X", HOSTILE[3], HOSTILE[1]),))
     module = LuaModule(
         render.text(

@@ -11,7 +11,7 @@ from typing import Dict, List
 
 import yaml
 
-from onestack import data, paths, spack
+from onestack import data, paths, spack, stack
 from onestack.spack import vendor
 
 BUILDCACHE_MIRROR = "onestack-buildcache"
@@ -105,5 +105,20 @@ def write_mirror_config() -> None:
 
 
 def install_vendors() -> None:
-    """Lay out the vendor libraries and declare them as Spack externals."""
-    vendor.install_all(scope_dir())
+    """Lay out the vendor libraries the site's components use and declare
+    them as Spack externals; one only an unavailable component uses (site.yaml
+    `unavailable`, e.g. a center without MKL) is left out."""
+    vendor.install_all(scope_dir(), used_packages())
+
+
+def used_packages() -> set:
+    """The Spack packages the components the site can have are made of: each
+    MPI's spec, each math library's providers."""
+    matrix = stack.load()
+    used = set()
+    for kind in ("mpis", "math"):
+        for name, component in matrix.components[kind].items():
+            if not matrix.site.why_unavailable(kind, name):
+                specs = [component["spec"]] if kind == "mpis" else component["providers"].values()
+                used |= {spec.split("@")[0].split()[0] for spec in specs}
+    return used

@@ -146,12 +146,18 @@ def layout_script(package: str, prefix: str) -> str:
     )
 
 
-def install_all(scope_dir: Path) -> None:
-    """Lay out every vendor library and declare it as a Spack external."""
-    for package, how in every().items():
+def install_all(scope_dir: Path, used: set) -> None:
+    """Lay out each vendor library the site uses and declare it as a Spack
+    external (one it does not use is neither laid out nor declared)."""
+    wanted = {package: how for package, how in every().items() if package in used}
+    for package in sorted(set(every()) - set(wanted)):
+        print(f"==> vendor: {package} not laid out: no component this site can have uses it")
+    for package, how in wanted.items():
         _lay_out(package, how)
     packages_yaml = scope_dir / "packages.yaml"
     config = yaml.safe_load(packages_yaml.read_text()) if packages_yaml.is_file() else {"packages": {}}
     for package in every():
+        config["packages"].pop(package, None)
+    for package in wanted:
         config["packages"][package] = {"externals": externals_of(package, str(prefix_of(package))), "buildable": False}
     packages_yaml.write_text(yaml.safe_dump(config, sort_keys=False))

@@ -12,10 +12,10 @@ import lupa
 import pytest
 import yaml
 
-from onestack import render, stack
+from onestack import paths, render, stack
 from onestack.modules import publish
 from onestack.problems import How, Problem, runner
-from onestack.spack import environment, vendor
+from onestack.spack import environment, scope, vendor
 from onestack.stack.flavors import Preload, Setting
 
 HOSTILE = [
@@ -301,3 +301,14 @@ def test_a_preloaded_library_is_built_beside_its_flavors_and_never_a_module(tmp_
     )
     assert "onestack-mkl-cpu-path" in config["definitions"][1]["runtimes"]
     assert "onestack-mkl-cpu-path" in config["modules"]["default"]["lmod"]["exclude"]
+
+
+def test_a_vendor_library_only_an_unavailable_component_uses_is_not_laid_out(tmp_path, monkeypatch):
+    """A center without MKL (site.yaml `unavailable`) gets no MKL vendor tree."""
+    assert {"intel-oneapi-mkl", "intel-oneapi-mpi", "netlib-lapack"} <= scope.used_packages()
+    site = yaml.safe_load((paths.REPO / "sites" / "default" / "site.yaml").read_text())
+    site["unavailable"]["math"] = {"mkl": "no MKL licence at this center"}
+    (tmp_path / "site.yaml").write_text(yaml.safe_dump(site))
+    monkeypatch.setenv("ONESTACK_SITE", str(tmp_path))
+    used = scope.used_packages()
+    assert "intel-oneapi-mkl" not in used and "intel-oneapi-mpi" in used, used

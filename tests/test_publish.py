@@ -50,7 +50,6 @@ def test_killed_publish_leaves_the_live_tree_loadable(modules_root):
         assert killed.returncode == -signal.SIGKILL, f"not killed after {step}: {killed.stdout}{killed.stderr}"
         assert _current(modules_root) == live, f"killed after {step}, the live release changed"
         assert _loads(modules_root), f"killed after {step}, the live tree does not load"
-    assert len(os.listdir(releases)) == 1 + len(publish.STEPS), os.listdir(releases)
     onestack("publish", "--force", env_extra=modules_root, check=True)  # cleans up the partial ones
     assert all(os.path.exists(os.path.join(releases, r, ".complete")) for r in os.listdir(releases))
 

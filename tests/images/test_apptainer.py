@@ -66,7 +66,8 @@ def test_desktop_user_pulls_verifies_and_tests(pusher, signed_sif, reg, desktop)
     assert keys.fingerprints(desktop.apptainer, desktop.home / "keys", secret=True) == []
     assert len(keys.fingerprints(desktop.apptainer, desktop.home / "keys", secret=False)) == 1
     image = desktop.home / "images" / "tiny.sif"
-    stale = image.with_name(".tiny.sif.partial-1")  # what a killed pull leaves
+    # What a killed pull leaves (a process id above Linux's pid_max: gone).
+    stale = image.with_name(".tiny.sif.partial-999999999")
     stale.write_bytes(b"half an image")
     timed("apptainer pull + verify (desktop user)", apptainer.pull, desktop.apptainer, uri, image)
     assert pwd.getpwuid(os.stat(image).st_uid).pw_name == DESKTOP_USER

@@ -166,28 +166,34 @@ def start_munged(config: Config) -> None:
     )
 
 
+def _booted(config: Config, hostname: str, binds: List[str], *daemon: str) -> List[str]:
+    """A daemon started in mount and UTS namespaces of its own by
+    cluster/boot.sh: the hostname, the cluster's hosts file and each
+    (source, target) of binds mounted over the host's, then the daemon."""
+    return [
+        "unshare",
+        "--uts",
+        "--mount",
+        "--propagation",
+        "slave",
+        "--",
+        "sh",
+        str(BOOT_SCRIPT),
+        hostname,
+        str(config.workdir / "hosts"),
+        "/etc/hosts",
+        *binds,
+        "--",
+        *daemon,
+    ]
+
+
 def start_slurmctld(config: Config) -> None:
     """On the host's network (the bridge address), under the controller's own
     hostname (slurmctld only runs where the hostname is SlurmctldHost) and
     with the cluster's hosts file."""
     _daemon(
-        [
-            "unshare",
-            "--uts",
-            "--mount",
-            "--propagation",
-            "slave",
-            "--",
-            "sh",
-            str(BOOT_SCRIPT),
-            config.controller,
-            str(config.workdir / "hosts"),
-            "/etc/hosts",
-            "--",
-            "slurmctld",
-            "-f",
-            str(config.slurm_conf),
-        ],
+        _booted(config, config.controller, [], "slurmctld", "-f", str(config.slurm_conf)),
         config.workdir / "slurmctld.log",
         daemon_env(),
     )
@@ -198,31 +204,12 @@ def start_slurmd(config: Config, node: Node) -> None:
     slurmd needs its cgroup mounts), with the node's hostname, hosts file, boot
     id, local folder and core numbering."""
     folder = node_dir(config, node)
+    binds = [str(folder / "boot_id"), "/proc/sys/kernel/random/boot_id", str(folder / "local"), str(local_dir(config))]
     _daemon(
         [
             "nsenter",
             f"--net=/run/netns/{node.name}",
-            "unshare",
-            "--uts",
-            "--mount",
-            "--propagation",
-            "slave",
-            "--",
-            "sh",
-            str(BOOT_SCRIPT),
-            node.name,
-            str(config.workdir / "hosts"),
-            "/etc/hosts",
-            str(folder / "boot_id"),
-            "/proc/sys/kernel/random/boot_id",
-            str(folder / "local"),
-            str(local_dir(config)),
-            "--",
-            "slurmd",
-            "-f",
-            str(config.slurm_conf),
-            "-N",
-            node.name,
+            *_booted(config, node.name, binds, "slurmd", "-f", str(config.slurm_conf), "-N", node.name),
         ],
         folder / "slurmd.log",
         daemon_env(HWLOC_XMLFILE=str(folder / "topology.xml")),

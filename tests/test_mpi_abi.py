@@ -1,15 +1,21 @@
-"""The MPICH ABI family as a module operation: a program built against one
-member (Debian's MPICH, or MVAPICH2 built by Spack with RUNPATHs) runs with
-another's runtime (Intel MPI from PyPI) through `module load mpi-runtime/impi`,
-and what cannot work is refused with a message naming why and the fix."""
+"""MPI ABIs as a module operation: a program built against one member of the
+MPICH family (Debian's MPICH, or MVAPICH2 built by Spack with RUNPATHs) runs
+with another's runtime (Intel MPI from PyPI) through `module load
+mpi-runtime/impi`; one built for the MPI-5 standard ABI (libmpi_abi.so.1)
+runs, the same file, on MPICH 5 and on Intel MPI; what cannot work is refused
+with a message naming why and the fix."""
 
+import hashlib
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import require_published, run_flavors
 
 from onestack import paths, problems, stack
 from onestack.modules import lmod, publish
+from tests.fast import dispatch_tree as tree
 
 PROGRAMS = Path(__file__).parent / "programs"
 FLAVOR = "qe/openblas-mpich"
@@ -82,7 +88,7 @@ def test_open_mpi_flavor_cannot_load_the_runtime(init_script):
     # What an Open MPI flavor module sets (environments/components.yaml abi: openmpi).
     proc = lmod.clean_shell(init_script, "export ONESTACK_MPI_ABI=openmpi\nmodule load mpi-runtime/impi")
     assert proc.returncode != 0
-    assert "not in the mpich ABI family" in proc.stderr
+    assert "built for the openmpi ABI, which intel-oneapi-mpi does not serve (it serves mpich, mpi5)" in proc.stderr
 
 
 def test_missing_pmi_library_is_named_with_its_fix(init_script, tmp_path):
@@ -107,7 +113,11 @@ def test_missing_pmi_library_is_named_with_its_fix(init_script, tmp_path):
 
 
 # The MPI library an executable of each ABI family links (abi.py for MPICH's names).
-FAMILY_LIBRARIES = {"mpich": ("libmpi.so.12", "libmpich.so.12"), "openmpi": ("libmpi.so.40",)}
+FAMILY_LIBRARIES = {
+    "mpich": ("libmpi.so.12", "libmpich.so.12"),
+    "openmpi": ("libmpi.so.40",),
+    "mpi5": ("libmpi_abi.so.1",),
+}
 
 
 def test_every_flavor_links_the_mpi_it_names(init_script, published_flavors):
@@ -151,3 +161,36 @@ def _mpi_libraries(ldd: str) -> dict:
     names = {lib for libs in FAMILY_LIBRARIES.values() for lib in libs}
     found = (line.split() for line in ldd.splitlines() if "=>" in line)
     return {fields[0]: fields[2] for fields in found if fields[0] in names and len(fields) > 2}
+
+
+@pytest.mark.parametrize("module", [f.module_name for f in run_flavors() if f.mpi_abi == "mpi5"])
+def test_one_standard_abi_executable_runs_on_every_mpi_that_serves_it(module, init_script, published_flavors, tmp_path):
+    """The same file (one sha256), which needs libmpi_abi.so.1 and no other
+    MPI library, passes its problem on its own MPI (MPICH 5) and on Intel MPI
+    (mpi-runtime/impi); the loader says which MPI's library served each run."""
+    require_published(module, published_flavors)
+    flavor = stack.load().flavor(module)
+    problem = problems.across_nodes_problem(flavor.app.module)
+    served = {}
+    for runtime, mpi_folder in ((), "mpich-abi"), (("mpi-runtime/impi",), "intel-oneapi-mpi"):
+        folder = tmp_path / (runtime[0].replace("/", "-") if runtime else "own")
+        outcome = problems.execute(
+            problem,
+            problems.How(modules=(module, *runtime), env=(("ONESTACK_CPU_VERBOSE", "1"), ("LD_DEBUG", "libs"))),
+            folder,
+            init_script,
+        )
+        checks = outcome.checks()
+        assert outcome.exit == 0 and all(c.passed for c in checks), (runtime, outcome.printed[-3000:])
+        program = Path(tree.VERBOSE_LINE.search(outcome.printed).group(3))
+        libraries = {Path(p) for p in re.findall(r"calling init: (\S*libmpi_abi\.so\.1)", outcome.printed)}
+        assert libraries and all(f"/vendor/{mpi_folder}/" in str(lib) for lib in libraries), (runtime, libraries)
+        served[runtime or ("own MPI",)] = (program, hashlib.sha256(program.read_bytes()).hexdigest(), libraries)
+        print(
+            f"{module} on {runtime or 'its own MPI'}: {program} sha256 {served[runtime or ('own MPI',)][1][:16]}, "
+            f"libmpi_abi.so.1 from {sorted(map(str, libraries))}"
+        )
+    (program, digest, _), (other, other_digest, _) = served.values()
+    assert (program, digest) == (other, other_digest), served
+    linked = _mpi_libraries(subprocess.run(["ldd", str(program)], text=True, capture_output=True).stdout)
+    assert set(linked) == {"libmpi_abi.so.1"}, f"{program} links {linked}"

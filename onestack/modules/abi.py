@@ -17,9 +17,10 @@ SONAME_ALIASES = {
 }
 
 
-def link_aliases(abi: str, runtime_lib: Path, shim_lib: Path) -> None:
-    """Make shim_lib/<asked-for name> point at the runtime's own library."""
+def link_aliases(abis, runtime_lib: Path, shim_lib: Path) -> None:
+    """Make shim_lib/<asked-for name> point at the runtime's own library, for
+    each ABI it serves (the MPI-5 standard ABI's one name needs no alias)."""
     shim_lib.mkdir(parents=True, exist_ok=True)
-    for asked, shipped in SONAME_ALIASES[abi]:
+    for asked, shipped in (pair for abi in abis for pair in SONAME_ALIASES.get(abi, [])):
         if (runtime_lib / shipped).exists():
             (shim_lib / asked).symlink_to(runtime_lib / shipped)

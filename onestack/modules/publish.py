@@ -177,6 +177,9 @@ def _flavor_modules(release: Path, selected: List[Flavor], roots: Dict[str, dict
             launcher_dir=_launcher_dir(release, flavor),
             dispatch=dispatch.write(release, flavor, roots),
             preload_path=flavor.preload.path(roots[flavor.preload.package]["prefix"]) if flavor.preload else "",
+            runtimes=[
+                r.module_name for r in stack.load().runtimes if flavor.mpi_abi in r.serves and r.name != flavor.mpi
+            ],
         )
 
 
@@ -260,7 +263,7 @@ def _runtime_modules(release: Path, roots: Dict[str, dict]) -> List[str]:
         root = roots[runtime.spec]
         layout = vendor.environment(root["name"])
         shim = release / "mpi-runtime" / runtime.name
-        abi.link_aliases(runtime.abi, layout["component_dir"] / "lib", shim / "lib")
+        abi.link_aliases(runtime.serves, layout["component_dir"] / "lib", shim / "lib")
         for launcher in ("mpirun", "mpiexec"):
             _render(
                 "mpirun-check.sh.j2",

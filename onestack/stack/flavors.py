@@ -138,12 +138,14 @@ class Flavor:
 
 @dataclass(frozen=True)
 class Runtime:
-    """An MPI offered as a runtime for the other members of its ABI family."""
+    """An MPI offered as a runtime for the builds of the ABIs it serves (its
+    own family's, and the MPI-5 standard ABI where it implements it)."""
 
     name: str
     spec: str
     abi: str
     env: Tuple[Setting, ...]
+    serves: Tuple[str, ...] = ()
 
     @property
     def module_name(self) -> str:
@@ -487,7 +489,11 @@ def _check_site_versions(site: Site, flavors: List[Flavor]) -> None:
 def _runtimes(components: dict, site: Site) -> Tuple[Runtime, ...]:
     return tuple(
         Runtime(
-            name, _mpi_spec(mpi, site.fabric), mpi["abi"], _settings(mpi["env"], mpi["fabrics"][site.fabric]["env"])
+            name,
+            _mpi_spec(mpi, site.fabric),
+            mpi["abi"],
+            _settings(mpi["env"], mpi["fabrics"][site.fabric]["env"]),
+            tuple(mpi.get("serves", [mpi["abi"]])),
         )
         for name, mpi in components["mpis"].items()
         if mpi["runtime"]

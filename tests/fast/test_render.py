@@ -144,6 +144,7 @@ def test_flavor_module_keeps_any_text_as_text(text, tmp_path):
             "programs": 2,
         },
         preload_path=str(tmp_path / text / "libx.so"),
+        runtimes=["mpi-runtime/impi"],
     )
     module = LuaModule(out)
     assert ("ONESTACK_TEST", text) in module.values("setenv")

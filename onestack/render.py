@@ -4,6 +4,9 @@ through the filter of that file's language:
 
 - `lua`: a Lua string literal, quotes included ("..." with \\ddd escapes);
 - `lua_comment`: text after `-- ` on every line (a newline would end the comment);
+- `lua_threads`: a Lua expression of text in which `{threads}` stands for the
+  Lua variable `threads` (a hybrid flavor's threads per rank), the rest as
+  `lua` literals;
 - `sh`: one shell word (shlex.quote), never expanded ($(...) stays text);
 - `def_line`, `def_lines`: text for an Apptainer definition file, refused
   (Refused) where a line's first word starts with `%`, which would open a
@@ -25,6 +28,9 @@ import jinja2
 from onestack import files
 from onestack.errors import OnestackError
 
+# In a runtime setting's value: a hybrid flavor's threads per rank, known at load time.
+THREADS = "{threads}"
+
 
 def lua(value) -> str:
     """A Lua string literal of any text: every byte outside printable ASCII,
@@ -34,6 +40,11 @@ def lua(value) -> str:
         char = chr(byte)
         out.append(char if 32 <= byte < 127 and char not in '"\\' else f"\\{byte:03d}")
     return '"' + "".join(out) + '"'
+
+
+def lua_threads(value) -> str:
+    parts = str(value).split(THREADS)
+    return " .. threads .. ".join(lua(part) for part in parts)
 
 
 def lua_comment(value) -> str:
@@ -78,7 +89,13 @@ def environment(templates: Path) -> jinja2.Environment:
         autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",), default_for_string=False),
     )
     env.filters.update(
-        lua=lua, lua_comment=lua_comment, sh=sh, sh_words=sh_words, def_line=def_line, def_lines=def_lines
+        lua=lua,
+        lua_threads=lua_threads,
+        lua_comment=lua_comment,
+        sh=sh,
+        sh_words=sh_words,
+        def_line=def_line,
+        def_lines=def_lines,
     )
     return env
 

@@ -68,16 +68,22 @@ class Cluster:
         job_id = self.submit(script, f"--output={output}", f"--chdir={script.parent}", *sbatch_args, env=env)
         return self.wait(job_id, timeout)
 
-    def submitter(self, nodes: int, ranks: int, minutes: int = 10):
+    def submitter(self, nodes: int, ranks: int, minutes: int = 10, cpus_per_task: int = 1):
         """A submit function for onestack.problems.execute: the run script as
-        a batch job of `ranks` tasks on `nodes` nodes, its exit code (0 only
+        a batch job of `ranks` tasks (of `cpus_per_task` cores each: a hybrid
+        flavor's threads) on `nodes` nodes, its exit code (0 only
         when Slurm says COMPLETED) and its output. The time limit also ends a
         job that Debian's MPICH leaves hanging in MPI_Finalize across nodes
         (cluster/README.md)."""
 
         def submit(script: Path):
             job = self.run_job(
-                script, f"--nodes={nodes}", f"--ntasks={ranks}", f"--time={minutes}", timeout=minutes * 60 + 120
+                script,
+                f"--nodes={nodes}",
+                f"--ntasks={ranks}",
+                f"--cpus-per-task={cpus_per_task}",
+                f"--time={minutes}",
+                timeout=minutes * 60 + 120,
             )
             code = 0 if job.state == "COMPLETED" else int(job.exit_code.split(":")[0]) or 1
             return code, job.output + ("" if code == 0 else f"\n(job {job.id}: {job.state} {job.reason})")

@@ -45,6 +45,11 @@ class Problem:
         name = Path(self.spec.get("input", "")).name
         return [word.replace("{input}", name) for word in shlex.split(self.spec["command"])]
 
+    def hybrid(self, ranks: int) -> "Problem":
+        """The same problem run by a hybrid flavor on `ranks` ranks (`hybrid_args` added)."""
+        command = f"{self.spec['command']} {self.spec['hybrid_args']}".strip()
+        return Problem(self.app, self.case, {**self.spec, "ranks": ranks, "command": command})
+
     def sized(self, params: Dict) -> "Problem":
         """The same problem with other sizes (emulation, the full report)."""
         return Problem(self.app, self.case, {**self.spec, "params": {**self.spec["params"], **params}})

@@ -25,6 +25,7 @@ TIMEOUT_S = 1800
 class How:
     """How a run is started. The default: `mpirun -n <ranks> <program>`."""
 
+    preset: Tuple[Tuple[str, str], ...] = ()  # exported before the load (what a user sets first, e.g. OMP_NUM_THREADS)
     modules: Tuple[str, ...] = ()  # loaded first, e.g. a flavor (none: a baseline outside the stack)
     env: Tuple[Tuple[str, str], ...] = ()  # exported after the load
     unset: Tuple[str, ...] = ()  # unset after the load

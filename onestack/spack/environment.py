@@ -28,7 +28,7 @@ def render(selected: List[Flavor], out: Optional[Path] = None, ci: bool = False)
     spack.yaml includes it from."""
     matrix = stack.load()
     projections: Dict[str, str] = {}
-    for flavor in selected:
+    for flavor in sorted(selected, key=lambda f: not f.variants):  # the more specific keys first
         projections.update(flavor.projection())
     # The benchmark-only builds, the level builds (reached through the
     # dispatcher) and the dispatcher are built, never offered: no module of them.

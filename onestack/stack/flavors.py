@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from onestack import data, host, paths
+from onestack import data, host, paths, render
 from onestack.stack import cpus
 from onestack.stack.site import Site
 
@@ -91,6 +91,8 @@ class Flavor:
     # levels, when the application lists it under `levels`
     levels: Tuple[Tuple[str, str], ...] = ()
     preload: Optional[Preload] = None  # its math library's (components.yaml `preload`)
+    threads: str = "none"  # none (MPI ranks only) or openmp (hybrid MPI+OpenMP)
+    variants: str = ""  # its own Spack variants (the flavor's `variants`)
 
     @property
     def published(self) -> bool:
@@ -130,9 +132,15 @@ class Flavor:
         """Spack module projection naming this flavor's application module.
 
         The MPI and compiler are already levels of the Lmod hierarchy, so the
-        math library is what tells two flavors apart inside one MPI branch.
+        math library is what tells two flavors apart inside one MPI branch,
+        and a flavor's own variants (e.g. a hybrid flavor's +openmp) one of
+        the same math library from another: its key names them, and the
+        environment puts such keys first (Spack takes the first that matches).
         """
         virtual, package = self.providers[0]  # blas for QE and HPL, fftw-api for LAMMPS
+        if self.variants:
+            key = f"{self.app.package} {self.variants} ^[virtuals={virtual}] {package}"
+            return {key: f"{{name}}/{{version}}-{self.name}"}
         return {f"{self.app.package} ^[virtuals={virtual}] {package}": f"{{name}}/{{version}}-{self.math}"}
 
 
@@ -250,8 +258,15 @@ def _check_choice(file: Path, key: str, value: str, allowed, what: str, where: s
         )
 
 
-def _settings(*envs: dict) -> Tuple[Setting, ...]:
-    return tuple(Setting(name, s["value"], " ".join(s["why"].split())) for env in envs for name, s in env.items())
+def _settings(*envs: dict, hybrid: bool = False) -> Tuple[Setting, ...]:
+    """The settings of envs, a later env's replacing an earlier one's of the
+    same name; in a hybrid flavor each takes its `hybrid` value where it has one."""
+    chosen = {
+        name: Setting(name, s.get("hybrid", s["value"]) if hybrid else s["value"], " ".join(s["why"].split()))
+        for env in envs
+        for name, s in env.items()
+    }
+    return tuple(chosen.values())
 
 
 def _preload(math: dict) -> Optional[Preload]:
@@ -289,6 +304,29 @@ def _check_components(file: Path, components: dict, site: Site) -> None:
                 "needs 'site_external' beside it: where a site that has it has it (Spack 1.x "
                 "concretizes only against an installed or external compiler)"
             )
+    _check_threads_placeholder(file, components)
+
+
+def _env_blocks(components: dict):
+    """(key, env) of every runtime_env of components.yaml."""
+    for name, mpi in components["mpis"].items():
+        yield f"mpis.{name}.env", mpi["env"]
+        for fabric, how in mpi["fabrics"].items():
+            yield f"mpis.{name}.fabrics.{fabric}.env", how["env"]
+    for name, math in components["math"].items():
+        yield f"math.{name}.env", math["env"]
+
+
+def _check_threads_placeholder(file: Path, components: dict) -> None:
+    """{threads} is known in hybrid values only: an MPI-only flavor would
+    get the placeholder itself as its value."""
+    for key, env in _env_blocks(components):
+        for name, setting in env.items():
+            if render.THREADS in setting["value"]:
+                raise InputError(
+                    f"{data.location(file)}: {key}.{name}.value: {render.THREADS} is the threads per rank of a "
+                    f"hybrid flavor; put it in `hybrid:` beside `value:` (MPI-only flavors take `value`)"
+                )
 
 
 def _mpi_spec(mpi: dict, fabric: str) -> str:
@@ -362,7 +400,7 @@ def _flavor(file: Path, app: Application, kind: str, name: str, entry: dict, com
         math=entry["math"],
         spack_spec=_spack_spec(app, entry, components, site, providers, target),
         providers=providers,
-        env=_settings(mpi["env"], mpi["fabrics"][site.fabric]["env"], math["env"]),
+        env=_hybrid_env(entry["threads"], components, mpi["env"], mpi["fabrics"][site.fabric]["env"], math["env"]),
         unavailable=(
             site.why_unavailable("compilers", entry["compiler"])
             + site.why_unavailable("mpis", entry["mpi"])
@@ -373,7 +411,17 @@ def _flavor(file: Path, app: Application, kind: str, name: str, entry: dict, com
         kind=kind,
         levels=levels,
         preload=_preload(math),
+        threads=entry["threads"],
+        variants=entry["variants"],
     )
+
+
+def _hybrid_env(threads: str, components: dict, *envs: dict) -> Tuple[Setting, ...]:
+    """A flavor's runtime settings: its MPI's and math library's, and in a
+    hybrid flavor their hybrid values and components.yaml's `hybrid` env."""
+    if threads == "none":
+        return _settings(*envs)
+    return _settings(*envs, components["hybrid"]["env"], hybrid=True)
 
 
 def _application(file: Path, doc: dict, site: Site) -> Application:

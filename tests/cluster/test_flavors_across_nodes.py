@@ -55,14 +55,14 @@ def _finalize_hang(outcome, checks) -> bool:
     return mpich and outcome.exit != 0 and "DUE TO TIME LIMIT" in outcome.printed and bool(complete)
 
 
-def _run(cluster, problem, how, workdir, init_script):
+def _run(cluster, problem, how, workdir, init_script, threads=1):
     before = cluster.counters()
     outcome = problems.execute(
         problem,
         how,
         workdir,
         init_script,
-        submit=cluster.submitter(nodes=2, ranks=problem["ranks"], minutes=RUN_MINUTES),
+        submit=cluster.submitter(nodes=2, ranks=problem["ranks"], minutes=RUN_MINUTES, cpus_per_task=threads),
     )
     crossed = _crossed(before, cluster.counters())
     checks = outcome.checks()
@@ -76,6 +76,23 @@ def _run(cluster, problem, how, workdir, init_script):
     assert all(c.passed for c in checks), "\n".join(map(str, checks))
     assert len(hosts) == 2, f"the ranks ran on {hosts}, not on 2 hosts"
     assert crossed > MIN_CROSSING_BYTES, f"only {crossed} bytes crossed the network"
+    return outcome
+
+
+@pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
+@pytest.mark.parametrize("module", [f.module_name for f in run_flavors() if f.threads == "openmp"])
+def test_every_hybrid_flavor_runs_threads_across_two_nodes(
+    module, launcher, virtual_cluster, init_script, published_flavors, tmp_path
+):
+    """2 nodes x 1 rank x 2 threads: the job asks Slurm for 2 cores a task
+    (--cpus-per-task), the module makes them each rank's threads, and the
+    program says it ran 2 threads a rank."""
+    require_published(module, published_flavors)
+    problem = problems.across_nodes_problem(module.split("/")[0]).hybrid(ranks=2)
+    how = problems.How(modules=(module,), env=UNBOUND, launcher=LAUNCHERS[launcher], report_hosts=True)
+    outcome = _run(virtual_cluster, problem, how, tmp_path, init_script, threads=2)
+    ran = check.values(problem["threads_pattern"], outcome.output)
+    assert ran and set(ran) == {2}, f"{module}: the program ran {ran or 'no reported'} threads a rank, not 2"
 
 
 @pytest.mark.parametrize("launcher", sorted(LAUNCHERS))

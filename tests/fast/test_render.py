@@ -123,10 +123,8 @@ def _root() -> dict:
     }
 
 
-@pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))
-def test_flavor_module_keeps_any_text_as_text(text, tmp_path):
-    flavor = _hostile_flavor(text)
-    out = render.text(
+def _flavor_module(flavor, text: str, tmp_path: Path) -> str:
+    return render.text(
         publish.TEMPLATES,
         "flavor.lua.j2",
         flavor=flavor,
@@ -143,10 +141,14 @@ def test_flavor_module_keeps_any_text_as_text(text, tmp_path):
             "levels": ["x86-64-v2", "x86-64-v3"],
             "programs": 2,
         },
-        preload_path=str(tmp_path / text / "libx.so"),
+        preload_path=str(tmp_path / text / "libx.so") if flavor.preload else "",
         runtimes=["mpi-runtime/impi"],
     )
-    module = LuaModule(out)
+
+
+@pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))
+def test_flavor_module_keeps_any_text_as_text(text, tmp_path):
+    module = LuaModule(_flavor_module(_hostile_flavor(text), text, tmp_path))
     assert ("ONESTACK_TEST", text) in module.values("setenv")
     assert (f"Description: {text}",) in module.values("whatis")
     assert (f"Math: {text}",) in module.values("whatis")
@@ -154,6 +156,34 @@ def test_flavor_module_keeps_any_text_as_text(text, tmp_path):
     assert help_text[0].count(text) >= 3, help_text  # description, usage, the setting's value and why
     assert ("PATH", str(tmp_path / text)) in module.values("prepend_path")
     assert ("LD_PRELOAD", str(tmp_path / text / "libx.so")) in module.values("prepend_path")
+
+
+@pytest.mark.parametrize(
+    "job, threads",
+    [
+        ({"SLURM_CPUS_PER_TASK": "3", "OMP_NUM_THREADS": "8"}, "3"),  # Slurm's --cpus-per-task first
+        ({"OMP_NUM_THREADS": "2"}, "2"),  # what the user set before the load
+        ({}, "1"),
+        ({"SLURM_CPUS_PER_TASK": "2; rm -rf ~"}, "1"),  # a number, or 1
+    ],
+)
+def test_a_hybrid_flavor_module_sets_threads_placement_and_binding_from_the_job(job, threads, tmp_path, monkeypatch):
+    for name in ("SLURM_CPUS_PER_TASK", "OMP_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in job.items():
+        monkeypatch.setenv(name, value)
+    flavor = stack.load().flavor("lmp/openblas-mpich-omp")
+    set_to = dict(LuaModule(_flavor_module(flavor, "x", tmp_path)).values("setenv"))
+    assert set_to["OMP_NUM_THREADS"] == threads and set_to["SRUN_CPUS_PER_TASK"] == threads, set_to
+    assert set_to["HYDRA_BINDING"] == f"core:{threads}" and set_to["OPENBLAS_NUM_THREADS"] == threads, set_to
+    assert (set_to["OMP_PLACES"], set_to["OMP_PROC_BIND"]) == ("cores", "close"), set_to
+    mpi_only = dict(
+        LuaModule(_flavor_module(stack.load().flavor("lmp/openblas-mpich"), "x", tmp_path)).values("setenv")
+    )
+    assert (mpi_only["HYDRA_BINDING"], mpi_only["OPENBLAS_NUM_THREADS"]) == (
+        "core",
+        "1",
+    ) and "OMP_PLACES" not in mpi_only
 
 
 def test_default_and_runtime_modules_are_lua_literals():

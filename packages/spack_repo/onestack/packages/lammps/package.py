@@ -16,6 +16,13 @@ class Lammps(BuiltinLammps):
     # takes it from Debian's source package (setup/offline-sources.yaml).
     version("20210929.2", sha256="65146c615ad24d8b8bc64f4e05e86226a7f1fdb45c0b5ea9416562b9f3863082")
 
+    # Built for the MPI-5 standard ABI (mpich-abi): its C library has no
+    # Fortran handle conversions (MPI_Fint, MPI_Comm_f2c/c2f are absent from
+    # MPICH 5.0.2's mpi_abi.h and from both MPIs' libmpi_abi.so.1), which
+    # only the library interface's Fortran entry points use; they report
+    # failure there, as in LAMMPS's own MPI_STUBS build. lmp never calls them.
+    patch("mpi-abi-no-fortran-handles.patch", when="@20210929.2 ^mpich-abi")
+
     def cmake_args(self):
         # LAMMPS's CMake finds MPI with FindMPI, which takes the first mpicxx
         # on PATH: with Debian's Open MPI as the external that is MPICH's (the

@@ -114,23 +114,22 @@ def test_published_release_is_read_only(live_release):
 
 
 def test_loading_a_second_flavor_replaces_the_first(init_script, published_flavors):
-    # Two flavors of different math libraries: their application modules differ
-    # (quantum-espresso/6.7.0-<math>), so the first one's must be gone.
-    qe = [m for m in published_flavors if m.startswith("qe/")]
-    first = qe[0] if qe else None
-    second = next((m for m in qe if _math(m) != _math(first)), None)
-    assert second, f"needs two published QE flavors of different math libraries, has {qe}"
-    proc = lmod.clean_shell(
-        init_script,
-        f"module load {first}\nmodule load {second} 2>&1\necho ==loaded==\nmodule -t list 2>&1\ncommand -v pw.x",
+    """Two flavors of one application on one MPI, whose application modules
+    differ (by math library, or a hybrid flavor's variants): after loading
+    the second, exactly what loading it alone gives is left, its program
+    included, and nothing of the first."""
+    flavors = [stack.load().flavor(m) for m in published_flavors]
+    pair = next(
+        ((a, b) for a in flavors for b in flavors if a.app == b.app and a.mpi == b.mpi and a.name != b.name), None
     )
-    assert proc.returncode == 0, proc.stderr
-    listed = proc.stdout.split("==loaded==")[1]
-    assert second in listed and first not in listed, listed
-    assert f"quantum-espresso/6.7.0-{_math(second)}" in listed
-    assert f"quantum-espresso/6.7.0-{_math(first)}" not in listed
-
-
-def _math(module: str) -> str:
-    """qe/mkl-mpich -> mkl (flavors are named <math>-<mpi>[-<compiler>])."""
-    return module.split("/")[1].split("-")[0]
+    assert pair, f"needs two published flavors of one application on one MPI, has {published_flavors}"
+    first, second = pair
+    show = f"echo ==loaded==\nmodule -t list 2>&1\ncommand -v {second.app.program}"
+    swapped = lmod.clean_shell(
+        init_script, f"module load {first.module_name}\nmodule load {second.module_name} 2>&1\n{show}"
+    )
+    alone = lmod.clean_shell(init_script, f"module load {second.module_name}\n{show}")
+    assert swapped.returncode == 0 and alone.returncode == 0, swapped.stderr + alone.stderr
+    listed, expected = (sorted(p.stdout.split("==loaded==")[1].split()) for p in (swapped, alone))
+    assert listed == expected, f"{first.module_name} then {second.module_name}: {listed}, alone: {expected}"
+    assert not any(line.startswith(first.module_name + "/") for line in listed), listed

@@ -93,6 +93,12 @@ class Flavor:
     preload: Optional[Preload] = None  # its math library's (components.yaml `preload`)
     threads: str = "none"  # none (MPI ranks only) or openmp (hybrid MPI+OpenMP)
     variants: str = ""  # its own Spack variants (the flavor's `variants`)
+    own_usage: str = ""  # how to run it, where not as its application
+
+    @property
+    def usage(self) -> str:
+        """How to run it, shown by `module help`."""
+        return self.own_usage or self.app.usage
 
     @property
     def published(self) -> bool:
@@ -413,6 +419,7 @@ def _flavor(file: Path, app: Application, kind: str, name: str, entry: dict, com
         preload=_preload(math),
         threads=entry["threads"],
         variants=entry["variants"],
+        own_usage=entry.get("usage", ""),
     )
 
 

@@ -28,12 +28,16 @@ LAUNCHERS = {"srun": ("srun",), "mpirun": ("mpirun", "-n", "{ranks}")}
 # ranks on one core, each spinning while it waits for the other: QE's lda+U
 # case took 257 s with mpirun, 5 s unbound. Across nodes the runs here are
 # unbound; binding is what the flavors' modules set, and
-# tests/test_problems.py runs it on one node.
+# tests/test_problems.py runs it on one node. A hybrid flavor's threads
+# likewise: both nodes' threads pinned to the same two cores, each waiting
+# rank spinning, took LAMMPS's peptide case 78 s instead of 3.
 UNBOUND = (
     ("SLURM_CPU_BIND", "none"),
     ("HYDRA_BINDING", "none"),
     ("I_MPI_PIN", "off"),
     ("OMPI_MCA_hwloc_base_binding_policy", "none"),
+    ("OMP_PROC_BIND", "false"),
+    ("OMP_WAIT_POLICY", "passive"),
 )
 
 

@@ -9,7 +9,8 @@ PYTEST_ARGS ?=
 export PYTEST_ARGS
 
 .PHONY: setup venv mirror stack test test-fast flavors where rollback bench-modules report report-path images \
-	where-images push-images push-binaries check audit ci-generate cluster cluster-env cluster-down cluster-bench
+	where-images push-images push-binaries check audit ci-generate cluster cluster-env cluster-down cluster-bench \
+	community
 
 # The virtualenv: with gcc and git, all the fast tier needs (no Spack, no Lmod, no apt).
 venv:
@@ -79,6 +80,10 @@ push-binaries: setup
 	@$(ONESTACK) push-binaries $(FLAVORS)
 
 # The test problems of FLAVORS (default: the build lists) through their modules.
+# The community checks (tests/community/checks.yaml) with ReFrame against the live tree.
+community: setup
+	@$(ONESTACK) community
+
 check: setup
 	@$(ONESTACK) check $(FLAVORS)
 

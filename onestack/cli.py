@@ -7,7 +7,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from onestack import ci, data, host, paths, problems, report, spack, stack, status, validate
+from onestack import ci, community, data, host, paths, problems, report, spack, stack, status, validate
 from onestack.errors import OnestackError
 from onestack.images import apptainer, keys, push
 from onestack.images import flavor as images
@@ -207,6 +207,15 @@ def cmd_bench_modules(args) -> None:
             )
 
 
+def cmd_community(args) -> None:
+    verdicts = community.run_all(community.workdir())
+    failed = [v for v in verdicts if not v.passed]
+    if failed:
+        raise community.CommunityError(
+            "\n".join(f"{v.line()}\n{v.output[-2500:]}" for v in failed) + "\nrerun one: bash <its script>"
+        )
+
+
 def cmd_report(args) -> None:
     report.make(reduced=args.reduced, only=args.flavors)
 
@@ -272,6 +281,12 @@ COMMANDS = [
         ],
     ),
     ("report-path", cmd_report_path, "print the folder of the latest report", []),
+    (
+        "community",
+        cmd_community,
+        "run the community checks (tests/community/checks.yaml) with ReFrame against the live tree",
+        [],
+    ),
     ("bench-modules", cmd_bench_modules, "print module avail/load latency, with and without cache", [FLAVORS]),
 ]
 

@@ -37,6 +37,7 @@ CATALOG = {
     "report/goals.yaml": "goals",
     "cluster/cluster.yaml": "cluster",
     "tests/cluster/cluster.yaml": "cluster",
+    "tests/community/checks.yaml": "community",
 }
 # YAML files that are not the stack's data, and who checks them instead.
 CHECKED_ELSEWHERE = {

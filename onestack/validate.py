@@ -22,9 +22,23 @@ def check_all() -> dict:
         data.load(file, schema)
     matrix = stack.load()
     cases = [case for app in problems.apps() for case in problems.load(app, benchmarks=True)]
+    _check_community(matrix)
     return {
         "documents": len(documents),
         "flavors": len(matrix.flavors),
         "problems": len(cases),
         "goals": len(goals.every()),
     }
+
+
+def _check_community(matrix) -> None:
+    """Each community check names flavors the stack defines."""
+    known = {f.module_name for f in matrix.flavors}
+    file = paths.data_root() / "tests" / "community" / "checks.yaml"
+    for check_id, check in data.load(file, "community")["checks"].items():
+        for i, flavor in enumerate(check["flavors"]):
+            if f"{check['app']}/{flavor}" not in known:
+                raise data.InputError(
+                    f"{data.location(file)}: checks.{check_id}.flavors[{i}]: '{flavor}' is no flavor of "
+                    f"{check['app']} (flavors: of environments/*.yaml whose module is {check['app']})"
+                )

@@ -11,7 +11,7 @@ import yaml
 from onestack import data, paths, validate
 
 CASES = sorted((paths.REPO / "tests" / "bad-input").glob("*.yaml"))
-DATA_FOLDERS = ("environments", "sites", "setup", "containers", "report", "tests/problems")
+DATA_FOLDERS = ("environments", "sites", "setup", "containers", "report", "tests/problems", "tests/community")
 
 
 def _parent(document, key: str):

@@ -1,0 +1,178 @@
+"""Checks the project did not write (tests/community/checks.yaml), run by
+ReFrame against the published module tree: ReFrame and the EESSI test suite
+in a virtualenv of their own (setup/reframe-requirements.txt), a ReFrame
+configuration generated from the site and this machine, and a shim module
+per flavor under the name the check looks for. ReFrame runs the checks; this
+module only writes what they need to find the stack and reads the verdict."""
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List
+
+import yaml
+
+from onestack import data, files, paths, render, stack
+from onestack.errors import OnestackError
+from onestack.modules import publish
+from onestack.problems import runner
+
+CHECKS = paths.REPO / "tests" / "community" / "checks.yaml"
+REQUIREMENTS = paths.REPO / "setup" / "reframe-requirements.txt"
+TEMPLATES = Path(__file__).parent / "templates"
+# EESSI's scales that fit one node of n cores (its `features`, by name).
+CORE_SCALES = ((1, "1_core"), (2, "2_cores"), (4, "4_cores"))
+
+
+class CommunityError(OnestackError):
+    pass
+
+
+@dataclass
+class Verdict:
+    check: str
+    module: str
+    passed: bool
+    output: str
+    script: Path
+
+    def line(self) -> str:
+        return f"{self.check} on {self.module}: {'PASSED' if self.passed else 'FAILED'} (ReFrame; {self.script})"
+
+
+def workdir() -> Path:
+    """The site's own folder for the checks' config, shims and runs."""
+    return paths.cache() / "community" / stack.load().site.name
+
+
+def checks() -> dict:
+    return data.load(CHECKS, "community")["checks"]
+
+
+def venv() -> Path:
+    """The bin/ of ReFrame's virtualenv, installed (hash-checked) on first use."""
+    where = paths.cache() / "reframe-venv"
+    stamp = where / ".requirements"
+    wanted = REQUIREMENTS.read_text()
+    if not (stamp.is_file() and stamp.read_text() == wanted):
+        print(f"==> community: installing {data.location(REQUIREMENTS)} into {where}", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(where)], check=True)
+        pip = subprocess.run(
+            [str(where / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check"]
+            + ["--require-hashes", "-r", str(REQUIREMENTS)],
+            capture_output=True,
+            text=True,
+        )
+        if pip.returncode != 0:
+            raise CommunityError(f"pip could not install {data.location(REQUIREMENTS)}:\n{pip.stderr[-2000:]}")
+        stamp.write_text(wanted)
+    return where / "bin"
+
+
+def _memory_mib() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1]) // 1024
+    raise CommunityError("/proc/meminfo has no MemTotal")
+
+
+def config(out: Path) -> Path:
+    """ReFrame's configuration for the site on this machine: one system named
+    after the site, a partition of this machine with Lmod and the local
+    scheduler. Its launcher is `mpirun` for every flavor: each flavor's module
+    puts its own MPI's mpirun first (Open MPI's included), so one launcher
+    serves every MPI family. EESSI's hooks need the processor, the scales
+    that fit it (features) and the memory (extras)."""
+    cores = os.cpu_count() or 1
+    partition = {
+        "name": "local",
+        "scheduler": "local",
+        "launcher": "mpirun",
+        "environs": ["default"],
+        "max_jobs": 1,
+        "processor": {"num_cpus": cores, "num_cpus_per_core": 1},
+        "features": ["cpu", *(name for n, name in CORE_SCALES if n <= cores), "1_node"],
+        "extras": {"mem_per_node": _memory_mib()},
+    }
+    system = {
+        "name": stack.load().site.name,
+        "hostnames": [".*"],
+        "modules_system": "lmod",
+        "partitions": [partition],
+    }
+    document = {"systems": [system], "environments": [{"name": "default"}]}
+    return files.write_text(out / "reframe-config.yaml", yaml.safe_dump(document, sort_keys=False))
+
+
+def _script(out: Path, check_id: str, check: dict, module: str, bin_dir: Path) -> Path:
+    shims = out / "shims"
+    flavor = module.split("/", 1)[1]
+    render.write(
+        TEMPLATES,
+        "shim.lua.j2",
+        shims / check["upstream_module"] / f"{flavor}.lua",
+        upstream=check["upstream_module"],
+        flavor=flavor,
+        check=check_id,
+        module=module,
+    )
+    site_packages = subprocess.run(
+        [str(bin_dir / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    return render.write(
+        TEMPLATES,
+        "run.sh.j2",
+        out / f"run-{check_id}-{flavor}.sh",
+        mode=0o755,
+        check=check_id,
+        module=module,
+        init=publish.current_release() / "init" / "bash",
+        shims=shims,
+        reframe=bin_dir / "reframe",
+        config=out / "reframe-config.yaml",
+        prefix=out / f"{check_id}-{flavor}",
+        check_file=Path(site_packages) / check["file"],
+        name=check["name"],
+        tag=check["tag"],
+    )
+
+
+def run(check_id: str, module: str, out: Path) -> Verdict:
+    """One check against one published flavor (any flavor of its app, e.g.
+    one it is expected to fail on), from a clean shell."""
+    check = checks()[check_id]
+    if module.split("/")[0] != check["app"]:
+        raise CommunityError(f"{check_id} checks {check['app']} flavors, not {module}")
+    config(out)
+    script = _script(out, check_id, check, module, venv())
+    proc = subprocess.run(
+        ["bash", "--noprofile", "--norc", str(script)], env=runner.clean_env(), capture_output=True, text=True
+    )
+    output = proc.stdout + proc.stderr
+    passed = proc.returncode == 0 and "[  PASSED  ]" in _plain(output)
+    return Verdict(check_id, module, passed, output, script)
+
+
+def _plain(text: str) -> str:
+    """ReFrame's output without its colours."""
+    return text.replace("\x1b[32m", "").replace("\x1b[31m", "").replace("\x1b[33m", "").replace("\x1b[0m", "")
+
+
+def run_all(out: Path) -> List[Verdict]:
+    """Every check on every flavor it names that is published here."""
+    published = set(publish.release_manifest(publish.current_release())["flavors"])
+    verdicts = []
+    for check_id, check in checks().items():
+        for flavor in check["flavors"]:
+            module = f"{check['app']}/{flavor}"
+            if module not in published:
+                print(f"==> community: {check_id} on {module}: not run, the flavor is not published here")
+                continue
+            verdicts.append(run(check_id, module, out))
+            print(verdicts[-1].line(), flush=True)
+    return verdicts

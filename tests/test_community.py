@@ -1,0 +1,30 @@
+"""Checks the project did not write (tests/community/checks.yaml), run by
+ReFrame from a clean shell against the published tree, as `make community`
+runs them: each passes on the flavors it names; and it can fail: EESSI's
+LAMMPS check refuses an MPI-only LAMMPS, which never prints the OpenMP line
+it asserts."""
+
+import pytest
+from conftest import require_published
+
+from onestack import community
+
+CASES = [(check_id, f"{c['app']}/{flavor}") for check_id, c in community.checks().items() for flavor in c["flavors"]]
+
+
+@pytest.mark.parametrize("check_id, module", CASES, ids=[f"{c}:{m}" for c, m in CASES])
+def test_community_check_passes(check_id, module, published_flavors, tmp_path):
+    require_published(module, published_flavors)
+    verdict = community.run(check_id, module, tmp_path)
+    print(verdict.line())
+    assert verdict.passed, f"{verdict.line()}\n{verdict.output[-3000:]}"
+
+
+def test_the_lammps_check_fails_an_mpi_only_build(published_flavors, tmp_path):
+    module = "lmp/openblas-mpich"
+    if module not in published_flavors:
+        pytest.skip(f"{module} is not published here (make test builds it)")
+    verdict = community.run("eessi-lammps-lj", module, tmp_path)
+    print(verdict.line())
+    assert not verdict.passed, verdict.output[-3000:]
+    assert "OpenMP thread" in verdict.output and "sanity error" in verdict.output, verdict.output[-3000:]

@@ -21,6 +21,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import require_published
 
 from onestack import host, problems, spack, stack
 from onestack.modules import lmod
@@ -79,43 +80,47 @@ def best_level(builds: dict, generation: dict) -> str:
     return max((level for level in builds if tree.LEVELS.index(level) <= cpu), key=tree.LEVELS.index)
 
 
+FLAVORS = sorted({module for module, _ in LEVEL_BUILDS})
+
+
+@pytest.mark.parametrize("module", FLAVORS)
 @pytest.mark.parametrize("cpu", GENERATIONS, ids=[g["name"] for g in GENERATIONS])
 def test_every_flavor_runs_its_level_on_every_cpu_generation(
-    cpu, tmp_path, init_script, live_release, published_flavors
+    cpu, module, tmp_path, init_script, live_release, published_flavors
 ):
-    for module in published_flavors:
-        flavor = stack.load().flavor(module)
-        problem = problems.emulation_problem(flavor.app.module)
-        builds = built_levels(live_release, module)
-        chose = problems.execute(
-            problem,
-            problems.How(modules=(module,), env=(("ONESTACK_CPU_VERBOSE", "1"),), emulate=cpu["qemu"]),
-            tmp_path / module / "entry",
-            init_script,
-        )
-        said = tree.VERBOSE_LINE.search(chose.printed)
-        assert chose.exit == 0 and said, f"{module} on {cpu['qemu']}: exit {chose.exit}\n{chose.printed[-2000:]}"
-        _, level, program = said.groups()
-        assert level == best_level(builds, cpu), f"{module} on {cpu['qemu']} chose {level}: {said.group(0)}"
-        assert Path(program).parent == Path(builds[level]), said.group(0)
-        # The chosen build itself, under the emulated CPU.
-        verbose, marker = DISPATCH[flavor.math]
-        ran = problems.execute(
-            problem,
-            problems.How(modules=(module,), env=(verbose,), path=(builds[level],), emulate=cpu["qemu"]),
-            tmp_path / module / "build",
-            init_script,
-        )
-        assert ran.exit == 0, f"{module}'s {level} build on {cpu['qemu']}: exit {ran.exit}\n{ran.printed[-2000:]}"
-        checks = ran.checks()
-        assert all(c.passed for c in checks), "\n".join(map(str, checks))
-        if "blas" not in flavor.app.math_uses:
-            # LAMMPS: no BLAS; its FFTW picks SSE2 or AVX codelets silently.
-            print(f"{module:22} {cpu['qemu']:15} {level} build passes (links no dispatching BLAS)")
-            continue
-        path = next((line.strip() for line in ran.printed.splitlines() if marker in line), None)
-        assert path, f"{module} on {cpu['qemu']}: the math library did not name its code path"
-        print(f"{module:22} {cpu['qemu']:15} {level} build passes; {path.split(' architecture ')[-1][:70]}")
+    require_published(module, published_flavors)
+    flavor = stack.load().flavor(module)
+    problem = problems.emulation_problem(flavor.app.module)
+    builds = built_levels(live_release, module)
+    chose = problems.execute(
+        problem,
+        problems.How(modules=(module,), env=(("ONESTACK_CPU_VERBOSE", "1"),), emulate=cpu["qemu"]),
+        tmp_path / "entry",
+        init_script,
+    )
+    said = tree.VERBOSE_LINE.search(chose.printed)
+    assert chose.exit == 0 and said, f"{module} on {cpu['qemu']}: exit {chose.exit}\n{chose.printed[-2000:]}"
+    _, level, program = said.groups()
+    assert level == best_level(builds, cpu), f"{module} on {cpu['qemu']} chose {level}: {said.group(0)}"
+    assert Path(program).parent == Path(builds[level]), said.group(0)
+    # The chosen build itself, under the emulated CPU.
+    verbose, marker = DISPATCH[flavor.math]
+    ran = problems.execute(
+        problem,
+        problems.How(modules=(module,), env=(verbose,), path=(builds[level],), emulate=cpu["qemu"]),
+        tmp_path / "build",
+        init_script,
+    )
+    assert ran.exit == 0, f"{module}'s {level} build on {cpu['qemu']}: exit {ran.exit}\n{ran.printed[-2000:]}"
+    checks = ran.checks()
+    assert all(c.passed for c in checks), f"{module} on {cpu['qemu']}: " + "; ".join(map(str, checks))
+    if "blas" not in flavor.app.math_uses:
+        # LAMMPS: no BLAS; its FFTW picks SSE2 or AVX codelets silently.
+        print(f"{module:22} {cpu['qemu']:15} {level} build passes (links no dispatching BLAS)")
+        return
+    path = next((line.strip() for line in ran.printed.splitlines() if marker in line), None)
+    assert path, f"{module} on {cpu['qemu']}: the math library did not name its code path"
+    print(f"{module:22} {cpu['qemu']:15} {level} build passes; {path.split(' architecture ')[-1][:70]}")
 
 
 @pytest.mark.parametrize("module,level", LEVEL_BUILDS, ids=[f"{m}@{lvl}" for m, lvl in LEVEL_BUILDS])

@@ -154,13 +154,8 @@ def run(check_id: str, module: str, out: Path) -> Verdict:
         ["bash", "--noprofile", "--norc", str(script)], env=runner.clean_env(), capture_output=True, text=True
     )
     output = proc.stdout + proc.stderr
-    passed = proc.returncode == 0 and "[  PASSED  ]" in _plain(output)
+    passed = proc.returncode == 0 and "[  PASSED  ]" in output
     return Verdict(check_id, module, passed, output, script)
-
-
-def _plain(text: str) -> str:
-    """ReFrame's output without its colours."""
-    return text.replace("\x1b[32m", "").replace("\x1b[31m", "").replace("\x1b[33m", "").replace("\x1b[0m", "")
 
 
 def run_all(out: Path) -> List[Verdict]:

@@ -12,6 +12,12 @@ from onestack.images import ImageError, apptainer, keys
 PASSPHRASE = "correct horse battery staple"
 
 
+def _gpg(command):
+    """Runs a GnuPG command; a failure shows what GnuPG printed."""
+    proc = subprocess.run(command, capture_output=True, text=True)
+    assert proc.returncode == 0, f"{' '.join(command[:3])}... exit {proc.returncode}: {proc.stderr.strip()}"
+
+
 @pytest.fixture
 def site_key_file(workdir):
     """A site's key with a passphrase, made with GnuPG as a site would, its
@@ -19,11 +25,11 @@ def site_key_file(workdir):
     home = workdir / "gnupg"
     home.mkdir(mode=0o700)
     gpg = ["gpg", "--homedir", str(home), "--batch", "--pinentry-mode", "loopback", "--passphrase", PASSPHRASE]
-    subprocess.run(
-        [*gpg, "--quick-gen-key", "Example Site <images@site.example>", "rsa3072", "sign", "never"],
-        check=True,
-        capture_output=True,
-    )
+    # The agent is started before, not by, the key generation: gpg's own
+    # autostart gives up after a few seconds, which a loaded CI host exceeded
+    # once (exit 2, its reason unprinted).
+    _gpg(["gpgconf", "--homedir", str(home), "--launch", "gpg-agent"])
+    _gpg([*gpg, "--quick-gen-key", "Example Site <images@site.example>", "rsa3072", "sign", "never"])
     listed = subprocess.run(
         [*gpg, "--with-colons", "--list-secret-keys"], check=True, capture_output=True, text=True
     ).stdout

@@ -4,10 +4,8 @@
 # bookworm packages no Apptainer, sid does. Idempotent: a complete install is
 # reused; a new one is staged beside it and appears in one rename.
 #
-# Sources: the sid deb-src entry is derived from the URIs of this machine's
-# own Debian entry and lives in a private apt configuration of this script
-# (never under /etc/apt): it is deb-src only and no other apt call sees it,
-# so it can never install a sid binary. Go modules come through the Go module
+# Sources: setup/debian-source.sh (deb-src of sid only, in a private apt
+# configuration: it can never install a sid binary). Go modules come through the Go module
 # proxy the environment names (Go's default otherwise), checked by go.sum;
 # the build itself then runs with GOPROXY=off from that verified cache.
 set -euo pipefail
@@ -79,61 +77,14 @@ require_tools() {
        They are listed in setup/apt-packages.txt: run 'make setup' (setup/apt.sh)."
 }
 
-# The URIs (and keyring) of this machine's Debian entry: the deb822 stanza
-# whose Suites name the release's own codename.
-debian_entry() {
-  local codename
-  codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
-  [ -n "$codename" ] || die "/etc/os-release names no VERSION_CODENAME: not a Debian release?"
-  local f
-  for f in /etc/apt/sources.list.d/*.sources; do
-    [ -f "$f" ] || continue
-    awk -v RS= -v want="$codename" '
-      { uris = ""; keys = ""; hit = 0
-        n = split($0, line, "\n")
-        for (i = 1; i <= n; i++) {
-          if (line[i] ~ /^URIs:/)      { uris = line[i]; sub(/^URIs:[ \t]*/, "", uris) }
-          if (line[i] ~ /^Signed-By:/) { keys = line[i]; sub(/^Signed-By:[ \t]*/, "", keys) }
-          if (line[i] ~ /^Suites:/)    { m = split(line[i], s, /[ \t]+/); for (j = 2; j <= m; j++) if (s[j] == want) hit = 1 }
-        }
-        if (hit && uris != "") { print uris "\t" keys; exit }
-      }' "$f"
-  done | head -n 1
-}
-
-# apt-get with a private configuration that holds only the sid deb-src entry.
-private_apt() { apt-get -q "${apt_opts[@]}" "$@"; }
-
 fetch_orig() {
-  local dest=$1 entry uris keys apt_dir version
-  entry=$(debian_entry)
-  [ -n "$entry" ] || die "no Debian entry for this release in /etc/apt/sources.list.d/*.sources
-       (deb822 format) to derive a deb-src entry for suite $APPTAINER_DEBIAN_SUITE from."
-  uris=${entry%%$'\t'*}; keys=${entry#*$'\t'}
-  apt_dir=$(mktemp -d "${TMPDIR:-/tmp}/onestack-apptainer-apt.XXXXXX")
-  chmod 755 "$apt_dir"   # apt's download sandbox user must reach it
-  mkdir -p "$apt_dir/lists/partial" "$apt_dir/archives/partial" "$apt_dir/download"
-  [ "$(id -u)" != 0 ] || chown _apt "$apt_dir/download" 2>/dev/null || true
-  {
-    echo "Types: deb-src"
-    echo "URIs: $uris"
-    echo "Suites: $APPTAINER_DEBIAN_SUITE"
-    echo "Components: main"
-    [ -z "$keys" ] || echo "Signed-By: $keys"
-  } > "$apt_dir/sid-src.sources"
-  apt_opts=(-o "Dir::Etc::SourceList=$apt_dir/sid-src.sources" -o Dir::Etc::SourceParts=-
-            -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir"
-            -o "Dir::Cache::Archives=$apt_dir/archives")
-  say "reading the $APPTAINER_DEBIAN_SUITE source index (deb-src only, private apt configuration)"
-  private_apt update >/dev/null
-  version=$(apt-cache "${apt_opts[@]}" showsrc apptainer | awk -v v="$APPTAINER_VERSION" \
-            '/^Version:/ && index($2, v "-") == 1 { print $2; exit }')
-  [ -n "$version" ] || die "Debian's $APPTAINER_DEBIAN_SUITE has no source package apptainer $APPTAINER_VERSION-*:
+  local dest=$1 download
+  download=$(mktemp -d "${TMPDIR:-/tmp}/onestack-apptainer-src.XXXXXX")
+  "$here/debian-source.sh" "$APPTAINER_DEBIAN_SUITE" apptainer "$APPTAINER_VERSION" "$download" \
+    || die "no source package apptainer $APPTAINER_VERSION in Debian's $APPTAINER_DEBIAN_SUITE:
        update setup/apptainer-pins.sh to a version it has (apt-cache showsrc apptainer)."
-  say "downloading source package apptainer $version"
-  (cd "$apt_dir/download" && private_apt source --download-only "apptainer=$version" >/dev/null)
-  mv "$apt_dir/download/$orig" "$dest"
-  rm -rf "$apt_dir"
+  mv "$download/$orig" "$dest"
+  rm -rf "$download"
 }
 
 # The orig tarball ($src), fetched once and checked against the pins every run.

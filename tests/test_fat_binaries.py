@@ -3,8 +3,10 @@
 carries that level's instructions (none above SSE in the baseline, AVX
 in v3, AVX-512 in v4), and each level the host can run passes its problem
 natively; a level above the host is reported as built, not run here. Under
-qemu emulating each generation, each
-published flavor's entry point (onestack-dispatch) names the level it
+qemu emulating each generation, the published flavors that together run
+every application, MPI, math library, threading and level choice once (each
+other flavor is named with the ones that cover it): each one's
+entry point (onestack-dispatch) names the level it
 chose, the newest its builds have that the emulated CPU runs; qemu-user
 does not follow execve, so that chosen build is then run itself under the
 same emulated CPU, where it passes the application's emulation problem and
@@ -83,7 +85,53 @@ def best_level(builds: dict, generation: dict) -> str:
 FLAVORS = sorted({module for module, _ in LEVEL_BUILDS})
 
 
-@pytest.mark.parametrize("module", FLAVORS)
+def _traits(module: str) -> set:
+    """What a flavor brings to a CPU generation that another may not: its
+    application's own code, its MPI, its math library, its threading, and
+    whether its entry point chooses among several level builds."""
+    flavor = stack.load().flavor(module)
+    levels = sum(module == m for m, _ in LEVEL_BUILDS) > 1
+    return {
+        ("app", flavor.app.module),
+        ("mpi", flavor.mpi),
+        ("math", flavor.math),
+        ("threads", flavor.threads),
+        ("several levels", levels),
+    }
+
+
+def _emulation_cover(modules: list) -> dict:
+    """The flavors that run under each emulated generation, chosen so that
+    every trait runs once: the rarest trait not yet run first, by the flavor
+    that has it and most of the others not yet run (the first by name on a
+    tie). A LAMMPS run costs half a minute per generation under qemu; a flavor
+    whose application, MPI, math library, threading and levels already ran
+    there proves nothing more (test_every_flavor_left_out_of_emulation_is_covered
+    names what covers each left out)."""
+    traits = {m: _traits(m) for m in sorted(modules)}
+    holders = {t: [m for m in traits if t in traits[m]] for t in set().union(*traits.values())}
+    cover, seen = {}, set()
+    for trait in sorted(holders, key=lambda t: (len(holders[t]), str(t))):
+        if trait not in seen:
+            module = max(holders[trait], key=lambda m: len(traits[m] - seen))
+            cover[module], seen = sorted(traits[module] - seen, key=str), seen | traits[module]
+    return cover
+
+
+EMULATED = _emulation_cover(FLAVORS)
+
+
+def test_every_flavor_left_out_of_emulation_is_covered():
+    """Each published flavor not emulated has every trait run by one that is."""
+    for module in sorted(set(FLAVORS) - set(EMULATED)):
+        traits = sorted(_traits(module), key=str)
+        by = {trait: next((m for m in EMULATED if trait in _traits(m)), None) for trait in traits}
+        assert all(by.values()), f"{module}: not emulated, and no emulated flavor has its {by}"
+        said = ", ".join(f"its {kind} {value} runs in {m}" for (kind, value), m in by.items())
+        print(f"{module}: not emulated; {said}")
+
+
+@pytest.mark.parametrize("module", sorted(EMULATED))
 @pytest.mark.parametrize("cpu", GENERATIONS, ids=[g["name"] for g in GENERATIONS])
 def test_every_flavor_runs_its_level_on_every_cpu_generation(
     cpu, module, tmp_path, init_script, live_release, published_flavors

@@ -83,16 +83,22 @@ def _concretize(args) -> None:
     spack.concretize()
 
 
+def _problem_sources() -> list:
+    """The test problems' input archives that no flavor fetches (GROMACS's
+    regression tests): mirrored with the stack's sources, so that tests run offline."""
+    return mirror.archive_sources(problems.sources())
+
+
 def cmd_mirror(args) -> None:
     _concretize(args)
-    mirror.fill(require_all=args.offline, rebuild=args.rebuild)
+    mirror.fill(require_all=args.offline, rebuild=args.rebuild, extra=_problem_sources())
 
 
 def cmd_build(args) -> None:
     print(f"==> build host: {host.describe()}")
     host.check_baseline(cpus.generations()[0], data.location(paths.environments_dir() / cpus.CPUS_FILE))
     _concretize(args)
-    mirror.fill(require_all=args.offline)
+    mirror.fill(require_all=args.offline, extra=_problem_sources())
     spack.run("install", "--fail-fast")
 
 
@@ -145,7 +151,7 @@ def cmd_record_outputs(args) -> None:
     from onestack.problems import recorded
 
     release = publish.current_release()
-    recorded.record(release / "init" / "bash", publish.release_manifest(release)["flavors"])
+    recorded.record(release / "init" / "bash", publish.release_manifest(release)["flavors"], args.apps)
 
 
 def cmd_audit(args) -> None:
@@ -255,7 +261,12 @@ COMMANDS = [
     ),
     ("check", cmd_check, "run the test problems of the selected published flavors through their modules", [FLAVORS]),
     ("audit", cmd_audit, "validate the stack's data, site recipes and pipeline file", []),
-    ("record-outputs", cmd_record_outputs, "record one run of every test problem for the fast tier", []),
+    (
+        "record-outputs",
+        cmd_record_outputs,
+        "record one run of every test problem for the fast tier",
+        [("apps", "application module names, e.g. gromacs (default: every application)")],
+    ),
     (
         "ci-generate",
         cmd_ci_generate,

@@ -63,6 +63,10 @@ revision=$(apt-cache "${apt_opts[@]}" showsrc "$package" | awk -v v="$version" \
            '/^Version:/ && index($2, v "-") == 1 { print $2; exit }')
 [ -n "$revision" ] || die "Debian's $suite has no source package $package $version-* (apt-cache showsrc $package)"
 echo "==> debian-source: downloading source package $package $revision"
-(cd "$apt_dir/download" && apt-get -q "${apt_opts[@]}" source --download-only "$package=$revision" >/dev/null)
+# apt-get fails as a whole when one file of the source package is gone from
+# the archive; what it did download is still handed over, and its status kept.
+status=0
+(cd "$apt_dir/download" && apt-get -q "${apt_opts[@]}" source --download-only "$package=$revision" >/dev/null) || status=$?
 mkdir -p "$dest"
-mv "$apt_dir"/download/* "$dest"/
+find "$apt_dir/download" -maxdepth 1 -type f -exec mv -t "$dest" {} +
+exit "$status"

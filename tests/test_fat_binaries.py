@@ -62,11 +62,22 @@ VEX_MNEMONIC = re.compile(r"^\s*[0-9a-f]+:\s+v[a-z0-9]+\s", re.M)
 WIDEST = {"x86-64-v2": "SSE", "x86-64-v3": "AVX2", "x86-64-v4": "AVX-512"}
 
 
+def own_code(program: Path) -> list:
+    """The program and the shared libraries of its own build (GROMACS keeps
+    its kernels in libgromacs_mpi.so, the program is a thin main)."""
+    prefix = program.parent.parent
+    libraries = {f.resolve() for lib in ("lib", "lib64") for f in (prefix / lib).glob("lib*.so*") if f.is_file()}
+    return [program, *sorted(libraries)]
+
+
 def widest_instructions(program: Path) -> str:
-    """The widest vector instruction set in the program's own code."""
-    listing = subprocess.run(
-        ["objdump", "-d", "--no-show-raw-insn", str(program)], capture_output=True, text=True, check=True
-    ).stdout
+    """The widest vector instruction set in the build's own code."""
+    listing = "".join(
+        subprocess.run(
+            ["objdump", "-d", "--no-show-raw-insn", str(f)], capture_output=True, text=True, check=True
+        ).stdout
+        for f in own_code(program)
+    )
     return "AVX-512" if AVX512_OPERAND.search(listing) else "AVX2" if VEX_MNEMONIC.search(listing) else "SSE"
 
 

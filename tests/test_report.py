@@ -9,9 +9,11 @@ from html import unescape
 import pytest
 from conftest import onestack
 
-from onestack import report
+from onestack import report, stack
 from onestack.cluster import pingpong
+from onestack.modules import dispatch, publish
 from onestack.report import peak
+from onestack.stack import cpus
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +54,12 @@ def test_reduced_report_measures_every_published_flavor(reduced, published_flavo
     # Each MKL flavor also runs without its preloaded library (the remedy's before and after).
     for module in (m for m in published_flavors if "/mkl-" in m):
         assert measured[f"{module} (without onestack-mkl-cpu-path)"]["figures"], module
+    # Each flavor with level builds also runs on its baseline build alone (what the levels buy).
+    release = publish.current_release()
+    for flavor in stack.load().select(published_flavors):
+        if len(dispatch.published_levels(release, flavor)) > 1:
+            row = measured[f"{flavor.module_name} ({cpus.baseline_level()} build only)"]
+            assert row["figures"], f"{flavor.module_name} on its baseline build: {row['error']}"
     # The reduced run never rewrites the site default (only a full report does).
     assert all(a["default_change"] is None for a in results["apps"])
     assert onestack("report-path", check=True).stdout.strip() == str(out)

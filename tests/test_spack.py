@@ -1,13 +1,15 @@
 """The Spack side: site recipes pass Spack's audit, every flavor concretizes,
 and the recipes' rules hold (Netlib reference BLAS refused)."""
 
+import ast
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 from conftest import REPO
 
-from onestack import paths, spack, stack, status
+from onestack import data, paths, spack, stack, status
 
 SITE_PACKAGES = sorted(
     p.name.replace("_", "-")
@@ -24,6 +26,40 @@ def test_site_recipes_pass_spack_audit():
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "issues found" not in proc.stdout, proc.stdout
+
+
+def _classes(tree) -> set:
+    return {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+
+
+# What the stack takes from the OS, never builds (setup/externals.yaml): its
+# site recipes add detection only.
+EXTERNAL = set(data.load(REPO / "setup" / "externals.yaml", "externals")["libraries"])
+
+
+@pytest.mark.parametrize("recipe", [r for r in SITE_PACKAGES if r not in EXTERNAL])
+def test_a_site_recipe_that_extends_a_builtin_one_keeps_its_builders(recipe):
+    """Spack takes a package's builder (CMakeBuilder, GenericBuilder, with
+    the builtin recipe's cmake_args or install) from the package's own
+    module: a site recipe that subclasses a builtin package without importing
+    its builders builds it as a bare CMake project (GROMACS once did: no MPI,
+    no GMX_SIMD, the build host's SIMD instead)."""
+    site = ast.parse(
+        (
+            REPO / "packages" / "spack_repo" / "onestack" / "packages" / recipe.replace("-", "_") / "package.py"
+        ).read_text()
+    )
+    builtin = [
+        n.module
+        for n in site.body
+        if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("spack_repo.builtin.packages.")
+    ]
+    imported = {a.asname or a.name for n in site.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    for module in builtin:
+        source = paths.spack_packages() / "repos" / Path(*module.split(".")).with_suffix(".py")
+        builders = {c for c in _classes(ast.parse(source.read_text())) if c.endswith("Builder")}
+        missing = {b for b in builders if b not in imported and b not in _classes(site)}
+        assert not missing, f"{recipe}: import {', '.join(sorted(missing))} from {module} (after spack.package)"
 
 
 def test_every_flavor_concretizes():

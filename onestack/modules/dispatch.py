@@ -63,6 +63,13 @@ def _link(source: Path, target: Path) -> None:
         shutil.copy2(source, target)
 
 
+def published_levels(release: Path, flavor: Flavor) -> List[str]:
+    """The levels of the flavor's builds in a release (its levels.conf)."""
+    table = bin_dir(release, flavor).parent / "levels.conf"
+    lines = table.read_text().splitlines() if table.is_file() else []
+    return [line.split(None, 1)[0] for line in lines if line.strip() and not line.startswith("#")]
+
+
 def bin_dir(release: Path, flavor: Flavor) -> Path:
     """The flavor's entry points in a release (its application module puts them first on PATH)."""
     return release / "dispatch" / flavor.app.module / flavor.name / "bin"

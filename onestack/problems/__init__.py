@@ -9,6 +9,7 @@ from onestack.problems.problem import (
     emulation_problem,
     full_size,
     load,
+    sources,
 )
 from onestack.problems.runner import How, Outcome, execute, run
 
@@ -23,5 +24,6 @@ __all__ = [
     "execute",
     "full_size",
     "load",
+    "sources",
     "run",
 ]

@@ -58,26 +58,37 @@ def values(pattern, text):
     return [number(v) for v in re.findall(pattern, text, re.MULTILINE)]
 
 
+def _tolerance(how, reference):
+    """The absolute tolerance, or the relative one times the reference where
+    that is wider: a value within either passes (GROMACS's regression tests)."""
+    return max(how["tolerance"], how.get("relative_tolerance", 0) * abs(reference))
+
+
 def compare(checks, output, reference=""):
     """One Check per quantity, on the last value the output prints: against
     the last in the published reference, against a value the problem states
-    (`expected`), or against the program's own acceptance bound (`at_most`).
+    (`expected`), or against the program's own acceptance bound (`at_most`);
+    or the times a line that must not appear does (`absent`).
     A missing value fails; it is never skipped."""
     found = []
     for name, how in checks.items():
+        if how.get("absent"):
+            # A line the program prints only when something is off: counted.
+            found.append(Check(name, 0, len(re.findall(how["pattern"], output, re.MULTILINE)), 0.0, bound=True))
+            continue
         got = values(how["pattern"], output)
         value = got[-1] if got else float("nan")
         if "at_most" in how:
             found.append(Check(name, how["at_most"], value, 0.0, bound=True))
         elif "expected" in how:
-            found.append(Check(name, how["expected"], value, how["tolerance"]))
+            found.append(Check(name, how["expected"], value, _tolerance(how, how["expected"])))
         else:
             # The published file may print the quantity otherwise than the run.
             pattern = how.get("reference_pattern", how["pattern"])
             expected = values(pattern, reference)
             if not expected:
                 raise ValueError(f"reference has no {name} (pattern {pattern!r}): fix the problem file")
-            found.append(Check(name, expected[-1], value, how["tolerance"]))
+            found.append(Check(name, expected[-1], value, _tolerance(how, expected[-1])))
     return found
 
 

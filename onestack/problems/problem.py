@@ -131,6 +131,12 @@ def _declared_sha256() -> Dict[str, str]:
     return spack.query("version_archives", *specs) if specs else {}
 
 
+def sources() -> Dict[str, str]:
+    """The archives the problems take their files from: name@version -> the
+    sha256 its recipe declares (for `make mirror`, beside the stack's own)."""
+    return {spec: sha256 for spec, sha256 in _declared_sha256().items() if sha256}
+
+
 def source_archive(spec: str) -> Path:
     """The verified archive of a version, in the mirror or Spack's download
     cache, by Spack's content-addressed name."""

@@ -6,7 +6,7 @@ import re
 import tempfile
 import time
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 from onestack import paths
 from onestack.problems import check
@@ -17,18 +17,30 @@ RECORDED = "tests/fast/recorded"
 
 
 def _reference_lines(problem: Problem, reference: str) -> str:
-    """The reference file's lines that a check of the problem reads."""
+    """The reference file's lines that a check of the problem reads (a
+    pattern may span lines: a table's header and its values)."""
     patterns = [
         how.get("reference_pattern", how["pattern"])
         for how in problem["checks"].values()
-        if "at_most" not in how and "expected" not in how
+        if not {"at_most", "expected", "absent"} & set(how)
     ]
-    return "".join(line + "\n" for line in reference.splitlines() if any(re.search(p, line) for p in patterns))
+    lines = reference.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    kept = set()
+    for pattern in patterns:
+        for match in re.finditer(pattern, reference, re.MULTILINE):
+            first = max(i for i, start in enumerate(starts[:-1]) if start <= match.start())
+            last = max(i for i, start in enumerate(starts[:-1]) if start <= max(match.end() - 1, match.start()))
+            kept.update(range(first, last + 1))
+    return "".join(lines[i] if lines[i].endswith("\n") else lines[i] + "\n" for i in sorted(kept))
 
 
-def record(init: Path, published: List[str]) -> List[Path]:
+def record(init: Path, published: List[str], only: Optional[List[str]] = None) -> List[Path]:
+    """One run of each case of each application (of `only`, if given)."""
     written = []
-    for app in apps():
+    for app in only or apps():
         module = next((m for m in published if m.startswith(f"{app}/")), None)
         if module is None:
             raise ProblemError(f"record-outputs: no {app} flavor is published")

@@ -133,24 +133,39 @@ def _native_row(r: dict) -> str:
     )
 
 
-def preload_gain(goal: dict, app: dict, peak: dict) -> dict:
-    """What a flavor's preloaded library (MKL's CPU-path remedy) gives: its
-    figure with the library against without, side by side in the same
-    rounds; the geometric mean over the flavors and headline cases."""
+def _gain(goal: dict, app: dict, kind: str, missing: str) -> dict:
+    """A flavor's figure against its second run of `kind`, side by side in
+    the same rounds; the geometric mean over the flavors and headline cases."""
     gains, shown = [], []
     for case in _headline(app["cases"]).values():
         how = case["figures"].get(goal["figure"])
         by_name = {r["name"]: r for r in case["results"]}
-        for off in (r for r in case["results"] if r["kind"] == "without_preload" and goal["figure"] in r["figures"]):
+        for off in (r for r in case["results"] if r["kind"] == kind and goal["figure"] in r["figures"]):
             on = by_name[off["of"]]["figures"].get(goal["figure"])
             if how and on:
                 before, after = off["figures"][goal["figure"]]["median"], on["median"]
                 gains.append(after / before if how["better"] == "higher" else before / after)
                 shown.append(f"{off['of']} {before:.3g} -> {after:.3g}")
     if not gains:
-        return {"figure": "-", "verdict": "not measured: no flavor with a preload ran"}
+        return {"figure": "-", "verdict": f"not measured: {missing}"}
     gain = statistics.geometric_mean(gains)
     return {"figure": f"{gain:.2f}x ({'; '.join(shown)})", "verdict": _verdict(goal, gain)}
+
+
+def preload_gain(goal: dict, app: dict, peak: dict) -> dict:
+    """What a flavor's preloaded library (MKL's CPU-path remedy) gives: with
+    the library against without."""
+    return _gain(goal, app, "without_preload", "no flavor with a preload ran")
+
+
+def level_gain(goal: dict, app: dict, peak: dict) -> dict:
+    """What a flavor's level builds give on this CPU: the build the
+    dispatcher runs against the baseline build alone. A goal for a level
+    (`on_level`) is judged only on a host of that level."""
+    if goal.get("on_level") and goal["on_level"] != f"x86-64-{host.level()}":
+        here = f"x86-64-{host.level()}"
+        return {"figure": "-", "verdict": f"not measured: this host is {here}, the goal is for {goal['on_level']}"}
+    return _gain(goal, app, "baseline_level", "no flavor with level builds ran")
 
 
 def emulated(goal: dict, app: dict, peak: dict) -> dict:
@@ -177,6 +192,7 @@ KINDS = {
     "native_gap": native_gap,
     "emulated": emulated,
     "preload_gain": preload_gain,
+    "level_gain": level_gain,
 }
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from onestack import host, paths, problems, spack, stack, status
+from onestack.modules import dispatch, publish
 from onestack.problems import How, Problem, check
 from onestack.stack import cpus
 from onestack.stack.flavors import Flavor
@@ -29,6 +30,7 @@ def contestants(published: List[str]) -> List[dict]:
     for m in published:
         runs.append({"name": m, "label": m, "app": m.split("/")[0], "how": How(modules=(m,)), "kind": "flavor"})
         runs += _without_preload(matrix.flavor(m))
+        runs += _baseline_level(matrix.flavor(m))
     extra = [f for f in matrix.flavors if not f.published]
     roots = spack.query("flavor_roots", json.dumps([f.spack_spec for f in extra])) if extra else {}
     runs += _baselines(matrix.flavors)
@@ -68,6 +70,25 @@ def _without_preload(flavor: Flavor) -> List[dict]:
             "app": flavor.app.module,
             "kind": "without_preload",
             "how": How(modules=(flavor.module_name,), unset=("LD_PRELOAD",)),
+        }
+    ]
+
+
+def _baseline_level(flavor: Flavor) -> List[dict]:
+    """A flavor published with level builds runs a second time on its
+    baseline build alone (ONESTACK_CPU_LEVEL), right after itself: what its
+    per-level code buys on this CPU, side by side (goals of kind level_gain)."""
+    if len(dispatch.published_levels(publish.current_release(), flavor)) < 2:
+        return []
+    level = cpus.baseline_level()
+    return [
+        {
+            "name": f"{flavor.module_name}-{level}-only",
+            "of": flavor.module_name,
+            "label": f"{flavor.module_name} ({level} build only)",
+            "app": flavor.app.module,
+            "kind": "baseline_level",
+            "how": How(modules=(flavor.module_name,), env=(("ONESTACK_CPU_LEVEL", level),)),
         }
     ]
 

@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Sequence
 
 from onestack import data, files, paths, spack
 from onestack.errors import OnestackError
@@ -43,24 +43,39 @@ def needed_sources(include_installed: bool = False) -> List[dict]:
     ]
 
 
+def archive_sources(archives: Dict[str, str]) -> List[dict]:
+    """Version archives that no spec of the environment fetches (the test
+    problems' inputs: name@version -> the sha256 its recipe declares), as
+    sources for fill(), at Spack's content-addressed path with the extension
+    of the file setup/offline-sources.yaml takes it from."""
+    known = offline_sources()
+    sources = []
+    for spec, sha256 in sorted(archives.items()):
+        how = known.get(sha256, {})
+        name = next((kind["file"] for kind in how.values() if isinstance(kind, dict) and "file" in kind), ".tar.gz")
+        suffix = name[name.rindex(".tar.") :] if ".tar." in name else Path(name).suffix
+        path = f"_source-cache/archive/{sha256[:2]}/{sha256}{suffix}"
+        sources.append(
+            {"spec": spec, "kind": "test input", "sha256": sha256, "commit": None, "url": None, "mirror_path": path}
+        )
+    return sources
+
+
 def _present(source: dict) -> bool:
     return any((root / source["mirror_path"]).is_file() for root in (paths.mirror(), paths.source_cache()))
 
 
 def _from_debian(how: dict, workdir: Path) -> Path:
-    proc = subprocess.run(
-        ["apt-get", "source", "--download-only", how["package"]],
-        cwd=workdir,
-        text=True,
-        capture_output=True,
-    )
+    if "suite" in how:
+        command = [str(paths.REPO / "setup" / "debian-source.sh"), how["suite"], how["package"], how["version"], "."]
+        fix = f"Debian's {how['suite']} must still have {how['package']} {how['version']}"
+    else:
+        command, fix = ["apt-get", "source", "--download-only", how["package"]], "`make setup` enables deb-src"
+    proc = subprocess.run(command, cwd=workdir, text=True, capture_output=True)
     # apt-get fails as a whole when one file of the source package is gone from
     # the archive (seen: hpcc's debian.tar.xz); the file needed may still be here.
     if proc.returncode != 0 and not (workdir / how["file"]).is_file():
-        raise MirrorError(
-            f"`apt-get source --download-only {how['package']}` failed: {proc.stderr.strip()[-500:]}\n"
-            "  fix: `make setup` enables deb-src for the apt entries this machine has"
-        )
+        raise MirrorError(f"`{' '.join(command)}` failed: {proc.stderr.strip()[-500:]}\n  fix: {fix}")
     return workdir / how["file"]
 
 
@@ -163,16 +178,17 @@ def _admit(source: dict, how: dict) -> None:
         print(f"==> mirror: admitted {source['spec']} {source['kind']} ({candidate.name}, sha256 verified)")
 
 
-def fill(require_all: bool = False, rebuild: bool = False) -> None:
+def fill(require_all: bool = False, rebuild: bool = False, extra: Sequence[dict] = ()) -> None:
     """Bring every missing source into the mirror; report what is still missing.
 
     With require_all (offline builds), a source that is neither in the mirror
     nor obtainable here is an error naming it; otherwise Spack downloads it.
     With rebuild, installed specs count too (a from-scratch rebuild needs them).
+    extra: sources beyond the environment's (archive_sources).
     """
     known: Dict[str, dict] = offline_sources()
     missing, failed = [], []
-    for source in needed_sources(include_installed=rebuild):
+    for source in [*needed_sources(include_installed=rebuild), *extra]:
         if _present(source):
             continue
         how = known.get(source["sha256"] or source["commit"])
@@ -218,6 +234,8 @@ def _in_mirror(key: str) -> bool:
 def _obtainable(how: dict) -> str:
     """How a source will be obtained here, or "" when it cannot be offline."""
     kind = next(k for k in ("debian", "git", "git_tag", "git_archive") if k in how)
+    if kind == "debian" and "suite" in how[kind]:
+        return f"Debian {how[kind]['suite']} (setup/debian-source.sh)"
     if kind == "debian":
         proc = subprocess.run(["apt-cache", "showsrc", how[kind]["package"]], text=True, capture_output=True)
         return f"apt-get source {how[kind]['package']}" if proc.stdout.strip() else ""

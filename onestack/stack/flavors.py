@@ -144,10 +144,14 @@ class Flavor:
         environment puts such keys first (Spack takes the first that matches).
         """
         virtual, package = self.providers[0]  # blas for QE and HPL, fftw-api for LAMMPS
+        # The flavor module loads this one: where the flavors take the
+        # package's own name (gromacs), Spack's module of the package steps
+        # aside (gromacs-build), or Lmod would unload one for the other.
+        name = "{name}-build" if self.app.module == self.app.package else "{name}"
         if self.variants:
             key = f"{self.app.package} {self.variants} ^[virtuals={virtual}] {package}"
-            return {key: f"{{name}}/{{version}}-{self.name}"}
-        return {f"{self.app.package} ^[virtuals={virtual}] {package}": f"{{name}}/{{version}}-{self.math}"}
+            return {key: f"{name}/{{version}}-{self.name}"}
+        return {f"{self.app.package} ^[virtuals={virtual}] {package}": f"{name}/{{version}}-{self.math}"}
 
 
 @dataclass(frozen=True)
@@ -459,13 +463,6 @@ def _application(file: Path, doc: dict, site: Site) -> Application:
         levels_build=tuple(doc["levels"]["build"]),
         levels_ci_build=tuple(doc["levels"]["ci_build"]),
     )
-    if app.module == app.package:
-        # Spack's own module of the package sits in the Lmod hierarchy under
-        # that name; a flavor module of the same name makes Lmod recurse.
-        raise InputError(
-            f"{data.location(file)}: module: '{app.module}' is the Spack package's own "
-            f"module name; pick another (e.g. qe for quantum-espresso)"
-        )
     _check_flags(file, "variants", app.variants)
     _check_single_path(file, "variants", app.variants)
     _check_choice(file, "default_flavor", doc["default_flavor"], names, "flavor", "keys of flavors")

@@ -26,13 +26,20 @@ def _recorded(app: str, case: str):
 
 
 def _perturbed(problem, output: str) -> str:
-    """The output with each checked value moved by ten tolerances (or past its bound)."""
+    """The output with each checked value moved by ten tolerances (or past
+    its bound), and each line that must be absent added."""
     for how in problem["checks"].values():
+        if how.get("absent"):
+            line = re.sub(r"\\(.)", r"\1", how["pattern"])
+            assert re.search(how["pattern"], line), f"{how['pattern']!r}: an `absent` pattern must be plain text"
+            output += f"\n{line}\n"
+            continue
 
         def move(match):
             value = float(match.group(1))
+            relative = how.get("relative_tolerance", 0) * abs(value)
             shift = (
-                max(how.get("tolerance", 0) * 10, abs(value) * 1e-3, 1e-3)
+                max(how.get("tolerance", 0) * 10, relative * 10, abs(value) * 1e-3, 1e-3)
                 if "at_most" not in how
                 else how["at_most"] + 1 - value
             )

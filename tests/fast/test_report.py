@@ -198,3 +198,21 @@ def test_the_preload_gain_is_each_flavor_with_its_library_against_without():
     assert judged == {"figure": "1.25x (hpl/mkl-mpich 36 -> 45)", "verdict": "met"}, judged
     nothing = goals.preload_gain({"figure": "hpl_gflops", "at_least": 1.05}, _app([], GFLOPS), {})
     assert nothing["verdict"].startswith("not measured")
+
+
+def test_the_level_gain_is_judged_on_a_host_of_its_level_only(monkeypatch):
+    """gromacs/a 50 ns/day as dispatched, 30 on its x86-64-v2 build alone."""
+    figures = {"ns_per_day": {"unit": "ns/day", "better": "higher"}}
+    gmx = _app(
+        [
+            _result("gromacs/a", "flavor", ns_per_day=(49, 50, 51)),
+            {**_result("gromacs/a-x86-64-v2-only", "baseline_level", ns_per_day=(29, 30, 31)), "of": "gromacs/a"},
+        ],
+        figures,
+    )
+    goal = {"figure": "ns_per_day", "at_least": 1.5, "on_level": "x86-64-v4"}
+    monkeypatch.setattr(goals.host, "level", lambda: "v4")
+    assert goals.level_gain(goal, gmx, {}) == {"figure": "1.67x (gromacs/a 30 -> 50)", "verdict": "met"}
+    monkeypatch.setattr(goals.host, "level", lambda: "v3")
+    elsewhere = goals.level_gain(goal, gmx, {})
+    assert elsewhere["verdict"] == "not measured: this host is x86-64-v3, the goal is for x86-64-v4", elsewhere

@@ -58,6 +58,7 @@ class Application:
     ci_build: Tuple[str, ...]  # the part of build a fresh machine builds for `make test`
     math_uses: Tuple[str, ...]  # the math interfaces it links, e.g. ("blas",) for HPL
     baselines: Tuple[Tuple[str, dict], ...] = ()  # what users would pick instead, for the report
+    cpu_checked_code: Tuple[str, ...] = ()  # functions run only after asking the CPU (level checks skip them)
     levels_build: Tuple[str, ...] = ()  # flavors built for each newer x86-64 level too (make stack)
     levels_ci_build: Tuple[str, ...] = ()  # the part of those a fresh machine's `make test` builds
 
@@ -460,6 +461,7 @@ def _application(file: Path, doc: dict, site: Site) -> Application:
         ci_build=tuple(doc["ci_build"]),
         math_uses=tuple(doc["math_uses"]),
         baselines=tuple(doc["baselines"].items()),
+        cpu_checked_code=tuple(doc["cpu_checked_code"]),
         levels_build=tuple(doc["levels"]["build"]),
         levels_ci_build=tuple(doc["levels"]["ci_build"]),
     )

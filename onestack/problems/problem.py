@@ -40,10 +40,11 @@ class Problem:
     def name(self) -> str:
         return f"{self.app}/{self.case}"
 
-    def argv(self) -> List[str]:
-        """The program and its arguments ({input}: the input's file name)."""
+    def argv(self, command: Optional[str] = None) -> List[str]:
+        """The program and its arguments ({input}: the input's file name), or
+        those of another command of the problem (a `prepare` step)."""
         name = Path(self.spec.get("input", "")).name
-        return [word.replace("{input}", name) for word in shlex.split(self.spec["command"])]
+        return [word.replace("{input}", name) for word in shlex.split(command or self.spec["command"])]
 
     def hybrid(self, ranks: int) -> "Problem":
         """The same problem run by a hybrid flavor on `ranks` ranks (`hybrid_args` added)."""

@@ -84,6 +84,7 @@ def script(problem: Problem, how: How, rundir: Path, workdir: Path, init: Option
         env=env,
         rundir=rundir,
         argv=problem.argv(),
+        prepare=[[*how.wrapper, *problem.argv(step)] for step in problem["prepare"]],
         words=words + problem.argv(),
         as_root=os.geteuid() == 0,
     )

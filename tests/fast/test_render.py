@@ -5,6 +5,7 @@ the escaping of the language it lands in: a quote, a newline, `]]` and
 schema refuses them (tests/bad-input/)."""
 
 import dataclasses
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -227,6 +228,8 @@ def test_a_run_script_passes_any_text_as_one_word(text, tmp_path):
             "ranks": 2,
             "ranks_pattern": "x",
             "command": "prog -in {input}",
+            # A preparing step gets the text as one word too.
+            "prepare": [shlex.join(["fake-launcher", text])],
             "env": {},
             "params": {},
             "checks": {},
@@ -242,6 +245,7 @@ def test_a_run_script_passes_any_text_as_one_word(text, tmp_path):
     assert proc.returncode == 0, proc.stderr
     printed = proc.stdout.decode()  # bytes: text mode would turn a \r into a newline
     assert f"env:{text}\n" in printed and f"arg:{text}\n" in printed
+    assert printed.count(f"arg:{text}\n") >= 2, "the preparing step did not get the text as one word"
     assert "arg:prog\narg:-in\narg:in.txt" in printed
     assert not marker.exists(), "a $(...) in the data ran"
 

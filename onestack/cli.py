@@ -83,22 +83,23 @@ def _concretize(args) -> None:
     spack.concretize()
 
 
-def _problem_sources() -> list:
-    """The test problems' input archives that no flavor fetches (GROMACS's
-    regression tests): mirrored with the stack's sources, so that tests run offline."""
-    return mirror.archive_sources(problems.sources())
+def _problem_sources(args) -> list:
+    """The input archives of the selected applications' test problems that
+    no flavor fetches (GROMACS's regression tests): mirrored with the
+    stack's sources, so that tests run offline."""
+    return mirror.archive_sources(problems.sources({f.app.module for f in _selected(args)}))
 
 
 def cmd_mirror(args) -> None:
     _concretize(args)
-    mirror.fill(require_all=args.offline, rebuild=args.rebuild, extra=_problem_sources())
+    mirror.fill(require_all=args.offline, rebuild=args.rebuild, extra=_problem_sources(args))
 
 
 def cmd_build(args) -> None:
     print(f"==> build host: {host.describe()}")
     host.check_baseline(cpus.generations()[0], data.location(paths.environments_dir() / cpus.CPUS_FILE))
     _concretize(args)
-    mirror.fill(require_all=args.offline, extra=_problem_sources())
+    mirror.fill(require_all=args.offline, extra=_problem_sources(args))
     spack.run("install", "--fail-fast")
 
 

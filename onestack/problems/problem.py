@@ -12,7 +12,7 @@ import shutil
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, Iterable, List, Optional
 
 from onestack import data, paths
 from onestack.errors import OnestackError
@@ -132,10 +132,11 @@ def _declared_sha256() -> Dict[str, str]:
     return spack.query("version_archives", *specs) if specs else {}
 
 
-def sources() -> Dict[str, str]:
-    """The archives the problems take their files from: name@version -> the
-    sha256 its recipe declares (for `make mirror`, beside the stack's own)."""
-    return {spec: sha256 for spec, sha256 in _declared_sha256().items() if sha256}
+def sources(of_apps: Iterable[str]) -> Dict[str, str]:
+    """The archives the applications' problems take their files from:
+    name@version -> the sha256 its recipe declares (for `make mirror`)."""
+    wanted = {p["source"] for app in of_apps for p in _load(_folder(), app).values() if "source" in p.spec}
+    return {spec: sha256 for spec, sha256 in _declared_sha256().items() if sha256 and spec in wanted}
 
 
 def source_archive(spec: str) -> Path:

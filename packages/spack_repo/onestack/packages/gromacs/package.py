@@ -26,3 +26,9 @@ class Gromacs(BuiltinGromacs):
     # Debian archive this machine reads (404 on 2026-11-26), and 2025.x needs
     # CMake 3.28 where Debian has 3.25.
     version("2022.5", sha256="083cc3c424bb93ffe86c12f952e3e5b4e6c9f6520de5338761f24b75e018c223")
+
+    # For GROMACS up to 2022 with MKL's FFT, the builtin cmake_args reads
+    # spec["mkl"] (MKL's include folder), which Spack resolves only through a
+    # dependency on the `mkl` virtual: without one the MKL flavors failed
+    # ("No spec with name mkl"). The same MKL provides it.
+    depends_on("mkl", when="@:2022 ^[virtuals=lapack] intel-oneapi-mkl")

@@ -4,6 +4,7 @@ every flavor loads in a clean shell with no prior loads."""
 import subprocess
 
 import pytest
+from conftest import run_flavors
 
 from onestack import stack
 from onestack.modules import lmod, publish
@@ -33,7 +34,7 @@ def test_where_prints_the_init_script(init_script):
     assert publish.init_script().resolve() == init_script.resolve()
 
 
-@pytest.mark.parametrize("app", sorted({f.app.module for f in stack.load().flavors}))
+@pytest.mark.parametrize("app", sorted({f.app.module for f in run_flavors()}))
 def test_module_load_app_gives_its_default_flavor(init_script, published_flavors, app):
     """The site's default (or the stack's), not the name Lmod sorts last;
     where that one is not published here, the first published flavor."""

@@ -15,19 +15,11 @@ from onestack.modules import lmod, publish
 from onestack.spack import environment, mirror, scope
 from onestack.stack import cpus, site
 
-# Which build lists a command works on when no flavor is named: each app's
-# `build` list (`make stack`), or its `ci_build` list (--ci; `make test` sets
-# ONESTACK_BUILD_LIST=ci_build for all its commands). Every command of one run
-# must render the same lists: Spack drops from its lock the roots a render
-# leaves out, and solves them again (minutes each) when they come back.
-BUILD_LISTS = ("build", "ci_build")
-
 
 def _ci(args) -> bool:
-    chosen = os.environ.get("ONESTACK_BUILD_LIST", "build")
-    if chosen not in BUILD_LISTS:
-        raise data.InputError(f"ONESTACK_BUILD_LIST={chosen!r}: expected one of {', '.join(BUILD_LISTS)}")
-    return getattr(args, "ci", False) or chosen == "ci_build"
+    """Each app's `ci_build` list instead of its `build` list, when no flavor
+    is named: --ci, or ONESTACK_BUILD_LIST=ci_build (`make test`)."""
+    return getattr(args, "ci", False) or stack.ci_lists()
 
 
 def _selected(args):

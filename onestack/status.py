@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Dict, List
 
 from onestack import files, paths, problems, spack, stack
+from onestack.stack import cover
 from onestack.stack.flavors import Flavor
 
 
@@ -30,19 +31,51 @@ def declared_compilers(every: List[Flavor]) -> Dict[str, dict]:
     return {name: matrix.components["compilers"][name]["site_external"] for name in absent}
 
 
+def solved_here(every: List[Flavor]) -> List[Flavor]:
+    """The cells this run solves. The build lists (`make flavors`, the
+    pipeline's concretize job): every cell. The ci_build lists (`make
+    test`): the cells the lists build (spack.lock holds them: no solve) and,
+    of the others, a cover of what they add: each application's compilers,
+    MPIs, math libraries, threading and kinds of build once. A cell costs
+    about two CPU-minutes of the solver, whatever the application, and the
+    whole matrix over an hour of a fresh machine's 2 cores."""
+    if not stack.ci_lists():
+        return every
+    built = {f.module_name for f in stack.load().select(ci=True)}
+    traits = {f.module_name: cell_traits(f) for f in every}
+    had = set().union(*(traits[m] for m in built if m in traits))
+    chosen = built | set(cover.cover({m: t for m, t in traits.items() if m not in built}, seen=had))
+    return [f for f in every if f.module_name in chosen]
+
+
+def cell_traits(flavor: Flavor) -> set:
+    """What a cell brings to the solver that another of its application may not."""
+    app = flavor.app.module
+    return {
+        (app, "compiler", flavor.compiler),
+        (app, "mpi", flavor.mpi),
+        (app, "math", flavor.math),
+        (app, "threads", flavor.threads),
+        (app, "kind", flavor.kind),
+    }
+
+
 def concretize_cells(every: List[Flavor]) -> Dict[str, dict]:
-    """Concretize every cell on its own (minutes for the whole matrix), cached
-    in $ONESTACK_CACHE until the stack's inputs change. A second caller (the
-    pipeline's `make flavors` while `make test` fills the cache beside the
-    tests) waits for the first instead of solving the matrix again."""
+    """Concretize each cell on its own (two CPU-minutes a cell), cached in
+    $ONESTACK_CACHE cell by cell until the stack's inputs change. A second
+    caller (the pipeline's `make flavors` while `make test` fills the cache
+    beside the tests) waits for the first instead of solving again, then
+    solves only what the first did not."""
     cache = paths.cache() / "flavor-status" / f"concretize-{spack.inputs_fingerprint()}.json"
     cache.parent.mkdir(parents=True, exist_ok=True)
     with open(cache.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not cache.is_file():
-            result = _concretize_each(every)
-            files.write_text(cache, json.dumps(result))
-    return _with_install_state(json.loads(cache.read_text()))
+        cells = json.loads(cache.read_text()) if cache.is_file() else {}
+        missing = [f for f in every if f.spack_spec not in cells]
+        if missing:
+            cells.update(_concretize_each(missing))
+            files.write_text(cache, json.dumps(cells))
+    return _with_install_state({f.spack_spec: cells[f.spack_spec] for f in every})
 
 
 def _concretize_each(every: List[Flavor]) -> Dict[str, dict]:
@@ -86,39 +119,47 @@ def _tests(module: str) -> str:
 
 
 def rows(every: List[Flavor]) -> List[dict]:
-    cells = concretize_cells(every)
+    cells = concretize_cells(solved_here(every))
     declared = declared_compilers(every)
-    table = []
-    for flavor in every:
-        cell = cells[flavor.spack_spec]
-        built = cell.get("installed", False)
-        if not cell["ok"]:
-            note = f"does not concretize: {cell['error']}"
-        elif flavor.unavailable:
-            note = f"concretized only: {'; '.join(flavor.unavailable)} (site {stack.load().site.name})"
-            if flavor.compiler in declared:
-                note += f" (concretized against compilers.{flavor.compiler}.site_external of components.yaml)"
-        elif not built and flavor.name in flavor.app.build:
-            note = f"in `build` of {flavor.app.file.name}, not built on this machine yet (`make stack` builds it)"
-        elif not built:
-            note = f"buildable here, not built: not in `build` of {flavor.app.file.name}"
-        elif flavor.reference:
-            note = "benchmark baseline: built for the report to measure, never published"
-        else:
-            note = ""
-        table.append(
-            {
-                "flavor": flavor.module_name,
-                "compiler": flavor.compiler,
-                "mpi": flavor.mpi,
-                "math": flavor.math,
-                "concretized": "yes" if cell["ok"] else "NO",
-                "built": "yes" if built else "no",
-                "tests": _tests(flavor.module_name) if built else "-",
-                "note": note,
-            }
-        )
-    return table
+    return [
+        _row(flavor, cells[flavor.spack_spec], declared) if flavor.spack_spec in cells else _unsolved_row(flavor)
+        for flavor in every
+    ]
+
+
+def _row(flavor: Flavor, cell: dict, declared: Dict[str, dict]) -> dict:
+    built = cell.get("installed", False)
+    if not cell["ok"]:
+        note = f"does not concretize: {cell['error']}"
+    elif flavor.unavailable:
+        note = f"concretized only: {'; '.join(flavor.unavailable)} (site {stack.load().site.name})"
+        if flavor.compiler in declared:
+            note += f" (concretized against compilers.{flavor.compiler}.site_external of components.yaml)"
+    elif not built and flavor.name in flavor.app.build:
+        note = f"in `build` of {flavor.app.file.name}, not built on this machine yet (`make stack` builds it)"
+    elif not built:
+        note = f"buildable here, not built: not in `build` of {flavor.app.file.name}"
+    elif flavor.reference:
+        note = "benchmark baseline: built for the report to measure, never published"
+    else:
+        note = ""
+    return {
+        "flavor": flavor.module_name,
+        "compiler": flavor.compiler,
+        "mpi": flavor.mpi,
+        "math": flavor.math,
+        "concretized": "yes" if cell["ok"] else "NO",
+        "built": "yes" if built else "no",
+        "tests": _tests(flavor.module_name) if built else "-",
+        "note": note,
+    }
+
+
+def _unsolved_row(flavor: Flavor) -> dict:
+    """A cell the ci_build lists' run leaves to `make flavors` (solved_here)."""
+    note = "not solved with the ci_build lists, which solve a cover of the matrix; `make flavors` solves it"
+    row = {"flavor": flavor.module_name, "compiler": flavor.compiler, "mpi": flavor.mpi, "math": flavor.math}
+    return {**row, "concretized": "-", "built": "-", "tests": "-", "note": note}
 
 
 def print_table(table: List[dict]) -> None:

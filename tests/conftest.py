@@ -20,8 +20,7 @@ def run_flavors(app: str = None) -> list:
     """The offered flavors of this run's build lists (`make test`: each
     app's ci_build), from the data: tests parametrized by them pass or fail
     by the flavor's name, and one flavor's failure hides no other's."""
-    ci = os.environ.get("ONESTACK_BUILD_LIST") == "ci_build"
-    return [f for f in stack.load().select(ci=ci) if f.published and app in (None, f.app.module)]
+    return [f for f in stack.load().select(ci=stack.ci_lists()) if f.published and app in (None, f.app.module)]
 
 
 def require_published(module: str, published: list) -> None:

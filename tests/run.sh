@@ -42,7 +42,7 @@ stage "gitlab-ci-local (npm)" bash setup/node.sh
 stage "site set-up" bin/onestack site
 stage "build (ci_build lists)" bin/onestack build
 stage "publish" bin/onestack publish
-# The flavor matrix solved cell by cell (13 CPU-minutes on a fresh machine;
+# The flavor matrix solved cell by cell (its ci_build sample, onestack/status.py;
 # cached in $ONESTACK_CACHE until the inputs change) runs beside the tests, at
 # the lowest priority: the tests leave a core idle a third of their time
 # (cluster start-up, images, registry), and the pipeline test's `make flavors`

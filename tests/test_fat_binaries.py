@@ -17,7 +17,6 @@ for this machine's CPU) dies on them where the flavor's fat build passes."""
 
 import gzip
 import json
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -27,7 +26,7 @@ from conftest import require_published, run_flavors
 
 from onestack import host, problems, spack, stack
 from onestack.modules import lmod
-from onestack.stack import cpus
+from onestack.stack import cover, cpus
 from tests.fast import dispatch_tree as tree
 
 GENERATIONS = cpus.generations()
@@ -44,7 +43,7 @@ DISPATCH = {
 
 # The flavors of this run's build lists (make test: ci_build) with each
 # level build, the baseline's included, as (module, level).
-CI = os.environ.get("ONESTACK_BUILD_LIST") == "ci_build"
+CI = stack.ci_lists()
 LEVEL_BUILDS = [
     (f.module_name, level)
     for f in stack.load().select(ci=CI)
@@ -126,20 +125,12 @@ def _traits(module: str) -> set:
 
 def _emulation_cover(modules: list) -> dict:
     """The flavors that run under each emulated generation, chosen so that
-    every trait runs once: the rarest trait not yet run first, by the flavor
-    that has it and most of the others not yet run (the first by name on a
-    tie). A LAMMPS run costs half a minute per generation under qemu; a flavor
-    whose application, MPI, math library, threading and levels already ran
-    there proves nothing more (test_every_flavor_left_out_of_emulation_is_covered
-    names what covers each left out)."""
-    traits = {m: _traits(m) for m in sorted(modules)}
-    holders = {t: [m for m in traits if t in traits[m]] for t in set().union(*traits.values())}
-    cover, seen = {}, set()
-    for trait in sorted(holders, key=lambda t: (len(holders[t]), str(t))):
-        if trait not in seen:
-            module = max(holders[trait], key=lambda m: len(traits[m] - seen))
-            cover[module], seen = sorted(traits[module] - seen, key=str), seen | traits[module]
-    return cover
+    every trait runs once (onestack/stack/cover.py). A LAMMPS run costs half
+    a minute per generation under qemu; a flavor whose application, MPI,
+    math library, threading and levels already ran there proves nothing more
+    (test_every_flavor_left_out_of_emulation_is_covered names what covers
+    each left out)."""
+    return cover.cover({m: _traits(m) for m in modules})
 
 
 EMULATED = _emulation_cover(FLAVORS)

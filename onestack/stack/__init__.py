@@ -2,13 +2,20 @@
 (sites/), loaded and checked once per process."""
 
 import functools
+import os
 from pathlib import Path
 
-from onestack import paths
+from onestack import data, paths
 from onestack.stack import site
 from onestack.stack.flavors import DISPATCHER, Matrix, load_matrix, preload_packages
 
-__all__ = ["DISPATCHER", "Matrix", "load", "preload_packages"]
+__all__ = ["DISPATCHER", "Matrix", "ci_lists", "load", "preload_packages"]
+
+# Which list of each application a run builds: `make test` sets
+# ONESTACK_BUILD_LIST=ci_build for all its commands. Every command of one run
+# must render the same lists: Spack drops from its lock the roots a render
+# leaves out, and solves them again (minutes each) when they come back.
+BUILD_LISTS = ("build", "ci_build")
 
 
 @functools.lru_cache(maxsize=None)
@@ -19,3 +26,11 @@ def _load(data_root: Path, site_dir: Path) -> Matrix:
 def load() -> Matrix:
     """Every flavor and MPI runtime, for the selected site."""
     return _load(paths.data_root(), paths.site_dir())
+
+
+def ci_lists() -> bool:
+    """Whether this run works on each application's ci_build list."""
+    chosen = os.environ.get("ONESTACK_BUILD_LIST", "build")
+    if chosen not in BUILD_LISTS:
+        raise data.InputError(f"ONESTACK_BUILD_LIST={chosen!r}: expected one of {', '.join(BUILD_LISTS)}")
+    return chosen == "ci_build"

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List
 
 from onestack import paths
+from onestack.stack import cpus
 
 RECIPE_DIR = paths.REPO / "packages" / "spack_repo" / "onestack" / "packages" / "onestack_dispatch"
 SOURCE = RECIPE_DIR / "onestack-dispatch.c"
@@ -25,10 +26,6 @@ CHECK_NAME = "onestack-cpu-check"
 # The x86-64 ABI's program interpreter: glibc's own reading of the CPU
 # (`--help` lists the glibc-hwcaps levels it finds supported).
 GLIBC_LOADER = "/lib64/ld-linux-x86-64.so.2"
-# qemu 7.2's TCG emulates no AVX-512: it filters avx512f/bw/cd/dq/vl out of
-# an AVX-512 model (Skylake-Server), warning so, and XCR0 has no opmask/ZMM
-# state; the CPU it emulates is v3, and the dispatcher rightly says so.
-QEMU_HIGHEST_LEVEL = "x86-64-v3"
 # Core 2: x86-64 without v2's POPCNT, SSE4.2, CMPXCHG16B.
 BELOW_BASELINE_CPU = "Conroe"
 # What ONESTACK_CPU_VERBOSE=1 prints: the CPU's level, the build chosen, its path.
@@ -121,7 +118,7 @@ def glibc_hwcaps_level(prefix: List[str] = ()) -> str:
 
 def emulated_level(generation: dict) -> str:
     """The level of a cpus.yaml generation's CPU as qemu emulates it."""
-    return min(f"x86-64-{generation['x86_64_level']}", QEMU_HIGHEST_LEVEL, key=LEVELS.index)
+    return min(f"x86-64-{generation['x86_64_level']}", cpus.QEMU_HIGHEST_LEVEL, key=LEVELS.index)
 
 
 def died_of_sigill(proc: subprocess.CompletedProcess) -> bool:

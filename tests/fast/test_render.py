@@ -13,7 +13,7 @@ import lupa
 import pytest
 import yaml
 
-from onestack import paths, render, stack
+from onestack import host, paths, render, stack
 from onestack.modules import publish
 from onestack.problems import How, Problem, runner
 from onestack.spack import environment, scope, vendor
@@ -347,3 +347,15 @@ def test_a_vendor_library_only_an_unavailable_component_uses_is_not_laid_out(tmp
     monkeypatch.setenv("ONESTACK_SITE", str(tmp_path))
     used = scope.used_packages()
     assert "intel-oneapi-mkl" not in used and "intel-oneapi-mpi" in used, used
+
+
+@pytest.mark.parametrize("host_level", ["v2", "v3", "v4"])
+def test_make_test_builds_the_levels_this_host_or_qemu_can_run(host_level, monkeypatch):
+    """With the ci_build lists a level build no test here can run is left
+    out (a v4 GROMACS on a Zen 3); `make stack` builds every level anywhere."""
+    monkeypatch.setattr(host, "level", lambda: host_level)
+    flavor = stack.load().flavor("gromacs/openblas-mpich")
+    expected = {"x86-64-v3"} | ({"x86-64-v4"} if host_level == "v4" else set())
+    built = {level for level, spec in flavor.levels if spec in flavor.specs(ci=True)}
+    assert built == expected, f"host {host_level}: make test builds {sorted(built)}"
+    assert len(flavor.specs(ci=False)) == 1 + len(flavor.levels)

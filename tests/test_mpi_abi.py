@@ -73,6 +73,30 @@ def test_problem_passes_on_intel_mpi_runtime(mpi, init_script, published_flavors
     assert "Intel(R) MPI Library, Version 2021.18.1" in (tmp_path / "output.txt").read_text()
 
 
+def test_an_mpich_build_passes_on_open_mpi_through_the_translator(init_script, published_flavors, tmp_path):
+    """Fortran across the ABI families: QE built with MPICH, its ScaLAPACK and
+    BLACS included, passes its problem unchanged on Open MPI through
+    mpi-runtime/openmpi-wi4mpi: one job of 2 ranks started by Open MPI's
+    launcher, and the loader shows Open MPI's libraries and the translator's
+    initialised in it."""
+    require_published(FLAVOR, published_flavors)
+    translator = next(r for r in stack.load().runtimes if r.translator)
+    outcome = problems.execute(
+        problems.load("qe")["pw_scf-ncpp"],
+        problems.How(modules=(FLAVOR, translator.module_name), env=(("LD_DEBUG", "libs"),)),
+        tmp_path,
+        init_script,
+    )
+    checks = outcome.checks()
+    assert not outcome.failure() and all(c.passed for c in checks), (
+        outcome.failure() or "\n".join(map(str, checks)),
+        outcome.printed[-3000:],
+    )
+    initialised = set(re.findall(r"calling init: \S*/(lib(?:mpi|wi4mpi)\S*\.so[.\d]*)", outcome.printed))
+    print(f"{FLAVOR} on {translator.module_name}: {', '.join(map(str, checks))}; initialised {sorted(initialised)}")
+    assert {"libmpi.so.40", "libmpi_mpifh.so.40", "libwi4mpi_MPICH_OMPI.so"} <= initialised, initialised
+
+
 def test_open_mpi_build_is_refused_by_the_runtime(init_script, tmp_path):
     libmpi40 = "/usr/lib/x86_64-linux-gnu/libmpi.so.40"
     if not Path(libmpi40).exists():

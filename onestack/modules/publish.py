@@ -188,12 +188,7 @@ def _launcher_dir(release: Path, flavor: Flavor) -> str:
     `launcher` in components.yaml), or "" when the MPI's mpirun is right."""
     if not flavor.mpi_launcher:
         return ""
-    target = shutil.which(flavor.mpi_launcher)
-    if target is None:
-        raise PublishError(
-            f"{flavor.module_name}: the launcher {flavor.mpi_launcher} of MPI '{flavor.mpi}' is "
-            "not on PATH (environments/components.yaml `launcher`); install that MPI's runtime"
-        )
+    target = _which(flavor.module_name, flavor.mpi, flavor.mpi_launcher)
     folder = release / "launchers" / flavor.mpi / "bin"
     folder.mkdir(parents=True, exist_ok=True)
     if not (folder / "mpirun").is_symlink():
@@ -257,33 +252,72 @@ def _admin_list(release: Path, selected: List[Flavor]) -> Path:
 
 
 def _runtime_modules(release: Path, roots: Dict[str, dict]) -> List[str]:
-    """mpi-runtime/<name> for each MPI offered as an ABI runtime."""
-    written = []
+    """mpi-runtime/<name> for each MPI offered as an ABI runtime, and for
+    each translation layer (components.yaml `translators`)."""
     for runtime in stack.load().runtimes:
-        root = roots[runtime.spec]
-        layout = vendor.environment(root["name"])
         shim = release / "mpi-runtime" / runtime.name
-        abi.link_aliases(runtime.serves, layout["component_dir"] / "lib", shim / "lib")
-        for launcher in ("mpirun", "mpiexec"):
-            _render(
-                "mpirun-check.sh.j2",
-                shim / "bin" / launcher,
-                mode=0o755,
-                module=runtime.module_name,
-                release=release.name,
-                launcher=layout["component_dir"] / vendor.every()[root["name"]]["launcher"],
+        module = release / "flavors" / "mpi-runtime" / f"{runtime.name}.lua"
+        root = roots[runtime.spec]
+        if runtime.translator:
+            _checked_launchers(
+                release, runtime, shim, _which(runtime.module_name, runtime.to, _target_launcher(runtime))
             )
+            prefix = Path(root["prefix"])
+            _render(
+                "mpi-translator.lua.j2",
+                module,
+                runtime=runtime,
+                root=root,
+                release=release.name,
+                shim_dir=shim,
+                preload=[str(prefix / p) if "/" in p else p for p in runtime.preload],
+                library_path=[str(prefix / folder) for folder in runtime.library_path],
+            )
+            continue
+        layout = vendor.environment(root["name"])
+        abi.link_aliases(runtime.serves, layout["component_dir"] / "lib", shim / "lib")
+        _checked_launchers(release, runtime, shim, layout["component_dir"] / vendor.every()[root["name"]]["launcher"])
         _render(
             "mpi-runtime.lua.j2",
-            release / "flavors" / "mpi-runtime" / f"{runtime.name}.lua",
+            module,
             runtime=runtime,
             root=root,
             release=release.name,
             shim_dir=shim,
             vendor_env={"set": layout["set"], "prepend": layout["prepend"]},
         )
-        written.append(runtime.module_name)
-    return written
+    return [runtime.module_name for runtime in stack.load().runtimes]
+
+
+def _checked_launchers(release: Path, runtime, shim: Path, launcher) -> None:
+    """mpirun and mpiexec of a runtime: its MPI's launcher, after checking
+    that the program's libraries resolve under it."""
+    for name in ("mpirun", "mpiexec"):
+        _render(
+            "mpirun-check.sh.j2",
+            shim / "bin" / name,
+            mode=0o755,
+            module=runtime.module_name,
+            release=release.name,
+            launcher=launcher,
+        )
+
+
+def _target_launcher(runtime) -> str:
+    """The launcher of the MPI a translator runs its jobs on (its `launcher`
+    in components.yaml, else mpirun)."""
+    return stack.load().components["mpis"][runtime.to]["launcher"] or "mpirun"
+
+
+def _which(module: str, mpi: str, command: str) -> str:
+    """Where an MPI's launcher is, or an error naming the module that needs it."""
+    found = shutil.which(command)
+    if found is None:
+        raise PublishError(
+            f"{module}: the launcher {command} of MPI '{mpi}' is not on PATH "
+            "(environments/components.yaml `launcher`); install that MPI's runtime"
+        )
+    return found
 
 
 def release_manifest(release: Path) -> dict:

@@ -177,10 +177,20 @@ class Runtime:
     abi: str
     env: Tuple[Setting, ...]
     serves: Tuple[str, ...] = ()
+    # A translation layer's (components.yaml `translators`): the MPI of mpis
+    # whose launcher starts its jobs, what each process loads first, and the
+    # folders of its own prefix first on LD_LIBRARY_PATH.
+    to: str = ""
+    preload: Tuple[str, ...] = ()
+    library_path: Tuple[str, ...] = ()
 
     @property
     def module_name(self) -> str:
         return f"mpi-runtime/{self.name}"
+
+    @property
+    def translator(self) -> bool:
+        return bool(self.to)
 
 
 @dataclass(frozen=True)
@@ -310,6 +320,8 @@ def _check_components(file: Path, components: dict, site: Site) -> None:
                 f"every MPI says how it runs on each of fabrics ({', '.join(fabrics)})"
             )
     _check_choice(site.file, "fabric", site.fabric, fabrics, "fabric", f"fabrics of {data.location(file)}")
+    for name, translator in components["translators"].items():
+        _check_choice(file, f"translators.{name}.to", translator["to"], components["mpis"], "MPI", "keys of mpis")
     for kind, names in site.unavailable.items():
         for name in names:
             _check_choice(
@@ -554,7 +566,7 @@ def _check_site_versions(site: Site, flavors: List[Flavor]) -> None:
 
 
 def _runtimes(components: dict, site: Site) -> Tuple[Runtime, ...]:
-    return tuple(
+    own = [
         Runtime(
             name,
             _mpi_spec(mpi, site.fabric),
@@ -564,6 +576,23 @@ def _runtimes(components: dict, site: Site) -> Tuple[Runtime, ...]:
         )
         for name, mpi in components["mpis"].items()
         if mpi["runtime"]
+    ]
+    return (*own, *(_translator(name, t, components, site) for name, t in components["translators"].items()))
+
+
+def _translator(name: str, translator: dict, components: dict, site: Site) -> Runtime:
+    """A translation layer as a runtime: its own settings, then those of the
+    MPI it runs the jobs on (on the site's fabric)."""
+    target = components["mpis"][translator["to"]]
+    return Runtime(
+        name,
+        translator["spec"],
+        target["abi"],
+        _settings(translator["env"], target["env"], target["fabrics"][site.fabric]["env"]),
+        tuple(translator["serves"]),
+        to=translator["to"],
+        preload=tuple(translator["preload"]),
+        library_path=tuple(translator["library_path"]),
     )
 
 

@@ -209,6 +209,31 @@ def test_default_and_runtime_modules_are_lua_literals():
     assert ("LD_LIBRARY_PATH", "/x y/lib") in module.values("prepend_path")
 
 
+def test_a_translator_module_loads_it_first_in_every_process():
+    """mpi-runtime/<translator>: its library, then the target MPI's by
+    soname, first on LD_PRELOAD in that order; its settings and the target
+    MPI's as Lua literals; an MPICH-family flavor accepted, another refused."""
+    translator = next(r for r in stack.load().runtimes if r.translator)
+    runtime = dataclasses.replace(translator, env=(*translator.env, Setting("X", HOSTILE[3], HOSTILE[1])))
+    module = LuaModule(
+        render.text(
+            publish.TEMPLATES,
+            "mpi-translator.lua.j2",
+            runtime=runtime,
+            root={"name": "wi4mpi", "version": "3.6.4"},
+            release="r1",
+            shim_dir=Path("/x y"),
+            preload=["/w i/libwi4mpi.so", "libmpi.so.40"],
+            library_path=["/w i/fake"],
+        )
+    )
+    preloaded = [path for name, path in module.values("prepend_path") if name == "LD_PRELOAD"]
+    assert preloaded[::-1] == ["/w i/libwi4mpi.so", "libmpi.so.40"], preloaded
+    assert ("X", HOSTILE[3]) in module.values("setenv") and ("PATH", "/x y/bin") in module.values("prepend_path")
+    assert ("SLURM_MPI_TYPE", "pmix") in module.values("setenv"), "the target MPI's own settings"
+    assert ("mpi_runtime",) in module.values("family") and not module.values("LmodError")
+
+
 def _fake_program(folder: Path, name: str) -> None:
     """Prints its arguments, one per line, and the variable under test."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from onestack import render
+from onestack import host, render
 from onestack.errors import OnestackError
 from onestack.stack import DISPATCHER, cpus
 from onestack.stack.flavors import Flavor
@@ -68,6 +68,16 @@ def published_levels(release: Path, flavor: Flavor) -> List[str]:
     table = bin_dir(release, flavor).parent / "levels.conf"
     lines = table.read_text().splitlines() if table.is_file() else []
     return [line.split(None, 1)[0] for line in lines if line.strip() and not line.startswith("#")]
+
+
+def without_own_level(release: Path, flavor: Flavor) -> str:
+    """Why the flavor has no build for this host's own x86-64 level in the
+    release ("" if it has one): what its `own_level` checks need."""
+    built = published_levels(release, flavor)
+    own = cpus.level_name(host.level())
+    if own in built:
+        return ""
+    return f"{flavor.module_name} has no {own} build in this release (built: {', '.join(built) or 'none'})"
 
 
 def bin_dir(release: Path, flavor: Flavor) -> Path:

@@ -42,6 +42,18 @@ class Check:
         )
 
 
+class Unchecked:
+    """A quantity not checked in this run, with why (printed, never silent)."""
+
+    passed = True
+
+    def __init__(self, name, why):
+        self.name, self.why = name, why
+
+    def __str__(self):
+        return f"{self.name}: not checked: {self.why}"
+
+
 def number(text):
     """A printed number, or a duration in seconds."""
     try:

@@ -23,9 +23,8 @@ def _permissions(site) -> dict:
 
 
 def _say_levels_left_out(selected: List[Flavor]) -> None:
-    """The level builds of `levels.ci_build` that `make test` leaves out
-    (Flavor.specs): those this host cannot prove, or, with `levels.ci_levels:
-    host`, all but the host's own."""
+    """The level builds of `levels.ci_build` that `make test` leaves out:
+    no CPU here, neither the host nor qemu, runs them (Flavor.specs)."""
     left = [
         f"{f.module_name} {level}"
         for f in selected
@@ -35,9 +34,8 @@ def _say_levels_left_out(selected: List[Flavor]) -> None:
     ]
     if left:
         print(
-            f"==> render: level builds left out of this run on {host.describe()}: {', '.join(left)} "
-            "(levels.ci_levels of their applications: no CPU here runs them, or not the host's own level); "
-            "`make stack` builds them",
+            f"==> render: level builds left out of this run: {', '.join(left)}: neither this host "
+            f"({host.describe()}) nor qemu runs them; `make stack` builds them",
             flush=True,
         )
 

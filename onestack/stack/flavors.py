@@ -61,7 +61,6 @@ class Application:
     cpu_checked_code: Tuple[str, ...] = ()  # functions run only after asking the CPU (level checks skip them)
     levels_build: Tuple[str, ...] = ()  # flavors built for each newer x86-64 level too (make stack)
     levels_ci_build: Tuple[str, ...] = ()  # the part of those a fresh machine's `make test` builds
-    levels_ci_levels: str = "provable"  # which of their levels it builds (schema: levels.ci_levels)
 
     @property
     def package(self) -> str:
@@ -133,19 +132,15 @@ class Flavor:
     def specs(self, ci: bool = False) -> List[str]:
         """What Spack builds for it: its spec, and its level builds where the
         application's `levels` lists it. With ci (`make test`): where
-        `levels.ci_build` lists it, and of its levels those `levels.ci_levels`
-        names that this host can prove: a build no test here can run proves
-        nothing."""
+        `levels.ci_build` lists it, and only the levels this host or qemu
+        can run, since a build no test here can run proves nothing."""
         if ci:
             return [self.spack_spec] + [
-                spec for level, spec in self.levels if self.name in self.app.levels_ci_build and self._ci_level(level)
+                spec
+                for level, spec in self.levels
+                if self.name in self.app.levels_ci_build and cpus.provable_here(level)
             ]
         return [self.spack_spec] + [spec for _, spec in self.levels if self.name in self.app.levels_build]
-
-    def _ci_level(self, level: str) -> bool:
-        if self.app.levels_ci_levels == "host":
-            return level == cpus.level_name(host.level())
-        return cpus.provable_here(level)
 
     def projection(self) -> Dict[str, str]:
         """Spack module projection naming this flavor's application module.
@@ -488,7 +483,6 @@ def _application(file: Path, doc: dict, site: Site) -> Application:
         cpu_checked_code=tuple(doc["cpu_checked_code"]),
         levels_build=tuple(doc["levels"]["build"]),
         levels_ci_build=tuple(doc["levels"]["ci_build"]),
-        levels_ci_levels=doc["levels"]["ci_levels"],
     )
     _check_flags(file, "variants", app.variants)
     _check_single_path(file, "variants", app.variants)

@@ -12,6 +12,7 @@ from conftest import require_published, run_flavors
 
 from onestack import problems, stack
 from onestack.cluster import pingpong
+from onestack.modules import dispatch
 from onestack.problems import check
 
 FLAVORS = [f.module_name for f in run_flavors()]
@@ -86,14 +87,14 @@ def _run(cluster, problem, how, workdir, init_script, threads=1):
 @pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
 @pytest.mark.parametrize("module", [f.module_name for f in run_flavors() if f.threads == "openmp"])
 def test_every_hybrid_flavor_runs_threads_across_two_nodes(
-    module, launcher, virtual_cluster, init_script, published_flavors, tmp_path
+    module, launcher, virtual_cluster, init_script, live_release, published_flavors, tmp_path
 ):
     """2 nodes x 1 rank x 2 threads: the job asks Slurm for 2 cores a task
     (--cpus-per-task), the module makes them each rank's threads, and the
     program says it ran 2 threads a rank."""
     require_published(module, published_flavors)
     problem = problems.across_nodes_problem(module.split("/")[0]).hybrid(ranks=2)
-    how = problems.How(modules=(module,), env=UNBOUND, launcher=LAUNCHERS[launcher], report_hosts=True)
+    how = _how(module, launcher, live_release)
     outcome = _run(virtual_cluster, problem, how, tmp_path, init_script, threads=2)
     ran = check.values(problem["threads_pattern"], outcome.output)
     assert ran and set(ran) == {2}, f"{module}: the program ran {ran or 'no reported'} threads a rank, not 2"
@@ -102,12 +103,19 @@ def test_every_hybrid_flavor_runs_threads_across_two_nodes(
 @pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
 @pytest.mark.parametrize("module", FLAVORS)
 def test_every_flavor_runs_across_two_nodes(
-    module, launcher, virtual_cluster, init_script, published_flavors, tmp_path
+    module, launcher, virtual_cluster, init_script, live_release, published_flavors, tmp_path
 ):
     require_published(module, published_flavors)
     problem = problems.across_nodes_problem(module.split("/")[0])
-    how = problems.How(modules=(module,), env=UNBOUND, launcher=LAUNCHERS[launcher], report_hosts=True)
-    _run(virtual_cluster, problem, how, tmp_path, init_script)
+    _run(virtual_cluster, problem, _how(module, launcher, live_release), tmp_path, init_script)
+
+
+def _how(module: str, launcher: str, release) -> problems.How:
+    """The flavor's run across the nodes, whose CPU is this host's."""
+    own_level = dispatch.without_own_level(release, stack.load().flavor(module))
+    return problems.How(
+        modules=(module,), env=UNBOUND, launcher=LAUNCHERS[launcher], report_hosts=True, no_own_level=own_level
+    )
 
 
 @pytest.mark.parametrize("mpi", ["mpich", "mvapich2"])

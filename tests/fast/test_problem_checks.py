@@ -61,6 +61,39 @@ def test_recorded_output_passes_and_a_moved_value_fails(app, case):
     assert check.ranks_error(problem["ranks_pattern"], problem["ranks"] + 1, output), "a wrong rank count passed"
 
 
+OWN_LEVEL = [
+    (app, case)
+    for app, case in CASES
+    if any(h.get("own_level") for h in problems.load(app, True)[case]["checks"].values())
+]
+
+
+@pytest.mark.parametrize("app,case", OWN_LEVEL, ids=[f"{a}/{c}" for a, c in OWN_LEVEL])
+def test_an_own_level_check_is_printed_as_not_checked_without_that_build(app, case, tmp_path):
+    """A run of a flavor with no build for the CPU's own level (make test's
+    GROMACS) prints its own_level checks as not checked, with why; with
+    that build they are checked, and the line that must be absent fails."""
+    problem = problems.load(app, benchmarks=True)[case]
+    output, reference = _recorded(app, case)
+    if "reference" in problem.spec:
+        (tmp_path / problem["reference"]).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / problem["reference"]).write_text(reference)
+    noted = _perturbed_own_level(problem, output)
+
+    def checks(why):
+        return runner.Outcome(problem, runner.How(no_own_level=why), 0, noted, "", tmp_path, tmp_path).checks()
+
+    unchecked = [c for c in checks("no x86-64-v4 build") if isinstance(c, check.Unchecked)]
+    assert unchecked and all(c.passed and "not checked: no x86-64-v4 build" in str(c) for c in unchecked)
+    assert not all(c.passed for c in checks("")), "the line that must be absent passed with the build"
+
+
+def _perturbed_own_level(problem, output: str) -> str:
+    """The output with each own_level check's absent line added."""
+    lines = [re.sub(r"\\(.)", r"\1", h["pattern"]) for h in problem["checks"].values() if h.get("own_level")]
+    return output + "".join(f"\n{line}\n" for line in lines)
+
+
 @pytest.mark.parametrize("app,case", CASES[:1] + [c for c in CASES if c[0] == "hpl"], ids=lambda c: str(c))
 def test_the_images_checker_gives_the_same_verdict(app, case, tmp_path):
     """check.py run as the image runs it, on the literal the image carries."""

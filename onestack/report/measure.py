@@ -27,8 +27,10 @@ def contestants(published: List[str]) -> List[dict]:
     loaded for the MPI), and each baseline."""
     matrix = stack.load()
     runs = []
+    release = publish.current_release()
     for m in published:
-        runs.append({"name": m, "label": m, "app": m.split("/")[0], "how": How(modules=(m,)), "kind": "flavor"})
+        how = How(modules=(m,), no_own_level=dispatch.without_own_level(release, matrix.flavor(m)))
+        runs.append({"name": m, "label": m, "app": m.split("/")[0], "how": how, "kind": "flavor"})
         runs += _without_preload(matrix.flavor(m))
         runs += _baseline_level(matrix.flavor(m))
     extra = [f for f in matrix.flavors if not f.published]
@@ -69,7 +71,11 @@ def _without_preload(flavor: Flavor) -> List[dict]:
             "label": f"{flavor.module_name} (without {flavor.preload.package})",
             "app": flavor.app.module,
             "kind": "without_preload",
-            "how": How(modules=(flavor.module_name,), unset=("LD_PRELOAD",)),
+            "how": How(
+                modules=(flavor.module_name,),
+                unset=("LD_PRELOAD",),
+                no_own_level=dispatch.without_own_level(publish.current_release(), flavor),
+            ),
         }
     ]
 
@@ -88,7 +94,11 @@ def _baseline_level(flavor: Flavor) -> List[dict]:
             "label": f"{flavor.module_name} ({level} build only)",
             "app": flavor.app.module,
             "kind": "baseline_level",
-            "how": How(modules=(flavor.module_name,), env=(("ONESTACK_CPU_LEVEL", level),)),
+            "how": How(
+                modules=(flavor.module_name,),
+                env=(("ONESTACK_CPU_LEVEL", level),),
+                no_own_level=f"this run is its {level} build alone (ONESTACK_CPU_LEVEL), the figure's point",
+            ),
         }
     ]
 
@@ -112,7 +122,11 @@ def _baselines(every) -> List[dict]:
                         "app": app.module,
                         "kind": "baseline",
                         "baseline": name,
-                        "how": How(path=path, launcher=(base["launcher"], "-n", "{ranks}")),
+                        "how": How(
+                            path=path,
+                            launcher=(base["launcher"], "-n", "{ranks}"),
+                            no_own_level=f"{name} is one build for every CPU, outside the stack",
+                        ),
                     }
                 )
     return runs

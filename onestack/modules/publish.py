@@ -259,9 +259,13 @@ def _runtime_modules(release: Path, roots: Dict[str, dict]) -> List[str]:
         module = release / "flavors" / "mpi-runtime" / f"{runtime.name}.lua"
         root = roots[runtime.spec]
         if runtime.translator:
-            _checked_launchers(
-                release, runtime, shim, _which(runtime.module_name, runtime.to, _target_launcher(runtime))
-            )
+            # By name, not path: Open MPI's launcher started by an absolute path
+            # takes its folder's parent as --prefix and puts /usr/bin first on
+            # the ranks' PATH, where Debian's own pw.x (an Open MPI build) then
+            # ran instead of the flavor's.
+            launcher = _target_launcher(runtime)
+            _which(runtime.module_name, runtime.to, launcher)
+            _checked_launchers(release, runtime, shim, launcher)
             prefix = Path(root["prefix"])
             _render(
                 "mpi-translator.lua.j2",

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from onestack import paths, stack
-from onestack.modules import publish
+from onestack import paths, problems, stack
+from onestack.modules import dispatch, publish
 from onestack.stack import site
 
 REPO = paths.REPO
@@ -21,6 +21,14 @@ def run_flavors(app: str = None) -> list:
     app's ci_build), from the data: tests parametrized by them pass or fail
     by the flavor's name, and one flavor's failure hides no other's."""
     return [f for f in stack.load().select(ci=stack.ci_lists()) if f.published and app in (None, f.app.module)]
+
+
+def flavor_how(module: str, release: Path, **how) -> problems.How:
+    """How a flavor's problem runs through its module on this host: its
+    `own_level` checks are printed as not checked where the flavor has no
+    build for this host's level (dispatch.without_own_level)."""
+    own_level = dispatch.without_own_level(release, stack.load().flavor(module))
+    return problems.How(modules=(module,), no_own_level=own_level, **how)
 
 
 def require_published(module: str, published: list) -> None:

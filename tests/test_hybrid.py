@@ -7,7 +7,7 @@ each rank ran. The threads come from what the user set before `module load`
 (tests/cluster/test_flavors_across_nodes.py)."""
 
 import pytest
-from conftest import require_published, run_flavors
+from conftest import flavor_how, require_published, run_flavors
 
 from onestack import problems
 from onestack.problems import check
@@ -23,12 +23,12 @@ def _cases():
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 @pytest.mark.parametrize("module, case", _cases(), ids=[f"{m}:{c}" for m, c in _cases()])
 def test_hybrid_flavor_solves_its_problems_with_ranks_or_threads(
-    module, case, layout, init_script, published_flavors, tmp_path
+    module, case, layout, init_script, live_release, published_flavors, tmp_path
 ):
     require_published(module, published_flavors)
     ranks, threads = LAYOUTS[layout]
     problem = problems.load(module.split("/")[0])[case].hybrid(ranks=ranks)
-    how = problems.How(preset=(("OMP_NUM_THREADS", str(threads)),), modules=(module,))
+    how = flavor_how(module, live_release, preset=(("OMP_NUM_THREADS", str(threads)),))
     outcome = problems.execute(problem, how, tmp_path, init_script)
     assert not outcome.failure(), f"{module} {case} {layout}: {outcome.failure()}"
     checks = outcome.checks()

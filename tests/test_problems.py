@@ -4,10 +4,9 @@ checked quantity must match the published reference within tolerance.
 One test per flavor and case: each fails by its name."""
 
 import pytest
-from conftest import require_published, run_flavors
+from conftest import flavor_how, require_published, run_flavors
 
-from onestack import problems, stack, status
-from onestack.modules import dispatch
+from onestack import problems, status
 
 CASES = [(f.module_name, case) for f in run_flavors() for case in sorted(problems.load(f.app.module))]
 
@@ -16,10 +15,7 @@ CASES = [(f.module_name, case) for f in run_flavors() for case in sorted(problem
 def test_problem_matches_reference(module, case, init_script, live_release, published_flavors, tmp_path):
     require_published(module, published_flavors)
     problem = problems.load(module.split("/")[0])[case]
-    how = problems.How(
-        modules=(module,), no_own_level=dispatch.without_own_level(live_release, stack.load().flavor(module))
-    )
-    checks = problems.run(problem, how, tmp_path, init_script)
+    checks = problems.run(problem, flavor_how(module, live_release), tmp_path, init_script)
     report = "\n".join(str(c) for c in checks)
     print(f"{module} {case}:\n{report}")
     status.record_result(module, case, all(c.passed for c in checks), [str(c) for c in checks])

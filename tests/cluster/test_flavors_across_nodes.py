@@ -8,11 +8,10 @@ and bytes that really crossed the nodes' interfaces. The MPICH ABI swap
 (mpi-runtime/impi) across nodes too."""
 
 import pytest
-from conftest import require_published, run_flavors
+from conftest import flavor_how, require_published, run_flavors
 
 from onestack import problems, stack
 from onestack.cluster import pingpong
-from onestack.modules import dispatch
 from onestack.problems import check
 
 FLAVORS = [f.module_name for f in run_flavors()]
@@ -112,10 +111,7 @@ def test_every_flavor_runs_across_two_nodes(
 
 def _how(module: str, launcher: str, release) -> problems.How:
     """The flavor's run across the nodes, whose CPU is this host's."""
-    own_level = dispatch.without_own_level(release, stack.load().flavor(module))
-    return problems.How(
-        modules=(module,), env=UNBOUND, launcher=LAUNCHERS[launcher], report_hosts=True, no_own_level=own_level
-    )
+    return flavor_how(module, release, env=UNBOUND, launcher=LAUNCHERS[launcher], report_hosts=True)
 
 
 @pytest.mark.parametrize("mpi", ["mpich", "mvapich2"])

@@ -138,6 +138,23 @@ def test_the_abi_swap_across_two_nodes(mpi, virtual_cluster, init_script, publis
     assert "Intel(R) MPI Library, Version 2021.18.1" in (tmp_path / "output.txt").read_text()
 
 
+@pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
+def test_the_translator_across_two_nodes(launcher, virtual_cluster, init_script, published_flavors, tmp_path):
+    """QE built with MPICH runs across the nodes on Open MPI through the
+    translation runtime (mpi-runtime/openmpi-wi4mpi): Open MPI's mpirun
+    inside the allocation, or srun over PMIx."""
+    module = "qe/openblas-mpich"
+    require_published(module, published_flavors)
+    translator = next(r for r in stack.load().runtimes if r.translator)
+    how = problems.How(
+        modules=(module, translator.module_name),
+        env=UNBOUND,
+        launcher=LAUNCHERS[launcher],
+        report_hosts=True,
+    )
+    _run(virtual_cluster, problems.across_nodes_problem("qe"), how, tmp_path, init_script)
+
+
 def test_srun_without_the_modules_pmi_starts_singletons(virtual_cluster, init_script, published_flavors, tmp_path):
     """The module's SLURM_MPI_TYPE is what makes srun's ranks one MPI job:
     the ranks check catches the one-rank jobs srun starts without it."""

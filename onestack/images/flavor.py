@@ -213,6 +213,12 @@ def _help(flavor: Flavor, problem) -> str:
     )
 
 
+# A hybrid flavor's `{threads}` in the image (schema runtime_env `hybrid`):
+# as its module reads it, Slurm's cpus per task in a job, else the
+# OMP_NUM_THREADS the user set, else 1; a shell expansion, quoted.
+THREADS_SH = '"${SLURM_CPUS_PER_TASK:-${OMP_NUM_THREADS:-1}}"'
+
+
 def _environment(closure: dict) -> List[Tuple[str, str, bool]]:
     """What a copied vendor library's module sets (I_MPI_ROOT, ...) or puts
     first (Intel MPI's bin/ on PATH; its lib/ on LD_LIBRARY_PATH, where
@@ -310,6 +316,7 @@ def write_context(flavor: Flavor, roots: Dict[str, dict]) -> Path:
             launcher_alternative=alternative,
             help=_help(flavor, problem),
             environment=_environment(closure) + _preload_environment(flavor, roots),
+            threads=THREADS_SH,
             buildcache=BUILDCACHE,
         )
         # The image carries the digest of what it is made of (its definition

@@ -312,8 +312,26 @@ def _definition(flavor, help_text: str = "help") -> str:
         environment=[("I_MPI_ROOT", "/v w", False), ("PATH", "/v w/bin", True)],
         labels={"org.onestack.flavor": flavor.module_name},
         help=help_text,
+        threads=images.THREADS_SH,
         buildcache="/opt/buildcache",
     )
+
+
+@pytest.mark.parametrize(
+    "given,threads", [({}, "1"), ({"OMP_NUM_THREADS": "3"}, "3"), ({"SLURM_CPUS_PER_TASK": "4"}, "4")]
+)
+def test_a_hybrid_images_threads_follow_the_job(given, threads, tmp_path):
+    """A hybrid flavor's image sets its threads per rank as its module does:
+    Slurm's cpus per task in a job, else what the user set, else 1 (the
+    image of gromacs/openblas-mpich once exported OMP_NUM_THREADS={threads})."""
+    flavor = next(f for f in stack.load().flavors if f.threads == "openmp" and f.published)
+    environment = _definition(flavor).split("%environment\n")[1].split("\n%")[0]
+    (tmp_path / "env.sh").write_text(environment + '\nprintf "%s" "$OMP_NUM_THREADS"\n')
+    proc = subprocess.run(
+        ["sh", str(tmp_path / "env.sh")], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", **given}
+    )
+    assert proc.stdout == threads, f"{flavor.module_name}: OMP_NUM_THREADS={proc.stdout!r} with {given}"
+    assert "{threads}" not in environment
 
 
 @pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))

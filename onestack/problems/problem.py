@@ -60,7 +60,7 @@ class Problem:
         Its `own_level` checks are left out, said so: an image runs on CPUs
         its builds may not fit (a desktop's), where the note is right."""
         checks = {name: how for name, how in self.spec["checks"].items() if not how.get("own_level")}
-        why = "not checked in an image, which runs on any CPU (own_level)"
+        why = "an image runs on any CPU, whatever builds it carries (own_level)"
         unchecked = {name: why for name in self.spec["checks"] if name not in checks}
         return repr(
             {

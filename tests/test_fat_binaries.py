@@ -25,7 +25,7 @@ import pytest
 from conftest import require_published, run_flavors
 
 from onestack import host, problems, spack, stack
-from onestack.modules import lmod
+from onestack.modules import dispatch, lmod
 from onestack.stack import cover, cpus
 from tests.fast import dispatch_tree as tree
 
@@ -93,9 +93,9 @@ def widest_instructions(program: Path, cpu_checked: tuple = ()) -> str:
     return "AVX-512" if AVX512_OPERAND.search(listing) else "AVX2" if VEX_MNEMONIC.search(listing) else "SSE"
 
 
-def built_levels(release: Path, module: str) -> dict:
+def built_levels(release: Path, flavor) -> dict:
     """The flavor's builds by level, from its published levels.conf."""
-    table = (release / "dispatch" / module / "levels.conf").read_text()
+    table = (dispatch.bin_dir(release, flavor).parent / "levels.conf").read_text()
     return dict(line.split(None, 1) for line in tree.records(table))
 
 
@@ -154,7 +154,7 @@ def test_every_flavor_runs_its_level_on_every_cpu_generation(
     require_published(module, published_flavors)
     flavor = stack.load().flavor(module)
     problem = problems.emulation_problem(flavor.app.module)
-    builds = built_levels(live_release, module)
+    builds = built_levels(live_release, stack.load().flavor(module))
     chose = problems.execute(
         problem,
         problems.How(modules=(module,), env=(("ONESTACK_CPU_VERBOSE", "1"),), emulate=cpu["qemu"]),
@@ -191,7 +191,7 @@ def test_every_flavor_runs_its_level_on_every_cpu_generation(
 def test_each_level_build_carries_its_levels_instructions(module, level, live_release):
     """Whether or not this host can run it: the baseline build nothing above
     SSE, the v3 build AVX (VEX), the v4 build AVX-512."""
-    builds = built_levels(live_release, module)
+    builds = built_levels(live_release, stack.load().flavor(module))
     assert level in builds, f"{module}: no {level} build in its levels.conf ({', '.join(builds)})"
     app = stack.load().flavor(module).app
     program = Path(builds[level]) / app.program
@@ -209,7 +209,7 @@ def test_each_level_build_this_host_can_run_passes_its_problem_natively(
             f"{module}'s {level} build: built, not run here: this host is x86-64-{host.level()} "
             f"({host.model()}); its instructions are checked by the test before"
         )
-    builds = built_levels(live_release, module)
+    builds = built_levels(live_release, stack.load().flavor(module))
     problem = problems.emulation_problem(stack.load().flavor(module).app.module)
     ran = problems.execute(problem, problems.How(modules=(module,), path=(builds[level],)), tmp_path, init_script)
     checks = ran.checks()

@@ -51,7 +51,8 @@ def images_dir() -> Path:
 
 
 def image_name(flavor: Flavor) -> str:
-    return f"{flavor.app.module}-{flavor.name}"
+    """lmp-openblas-mpich, lmp-openblas-mpich-omp-20210929.2: its module name's."""
+    return flavor.module_name.replace("/", "-")
 
 
 def sif_path(flavor: Flavor) -> Path:

@@ -82,7 +82,7 @@ def without_own_level(release: Path, flavor: Flavor) -> str:
 
 def bin_dir(release: Path, flavor: Flavor) -> Path:
     """The flavor's entry points in a release (its application module puts them first on PATH)."""
-    return release / "dispatch" / flavor.app.module / flavor.name / "bin"
+    return release / "dispatch" / flavor.app.module / flavor.name / flavor.app.version / "bin"
 
 
 def write(release: Path, flavor: Flavor, roots: Dict[str, dict]) -> dict:

@@ -23,7 +23,7 @@ from onestack import paths, render, spack, stack
 from onestack.errors import OnestackError
 from onestack.modules import abi, dispatch, lmod
 from onestack.spack import vendor
-from onestack.stack.flavors import Flavor
+from onestack.stack.flavors import Flavor, default_version, version_key
 
 TEMPLATES = paths.REPO / "modulefiles" / "templates"
 COMPLETE_MARK = ".complete"
@@ -218,22 +218,16 @@ def _defaults(release: Path, selected: List[Flavor]) -> None:
             hidden=[],
             site=site,
         )
-        chosen = site.versions.get(module, {})
+        hidden = site.versions.get(module, {}).get("hidden", [])
         for name in names:
-            versions = sorted({f.app.version for f in flavors if f.name == name}, key=_version_key)
-            version = chosen.get("default") if chosen.get("default") in versions else versions[-1]
+            versions = sorted({f.app.version for f in flavors if f.name == name}, key=version_key)
             _render(
                 "modulerc.lua.j2",
                 release / "flavors" / module / name / ".modulerc.lua",
-                default=f"{module}/{name}/{version}",
+                default=f"{module}/{name}/{default_version(site, module, versions)}",
                 site=site,
-                hidden=[f"{module}/{name}/{v}" for v in versions if v in chosen.get("hidden", [])],
+                hidden=[f"{module}/{name}/{v}" for v in versions if v in hidden],
             )
-
-
-def _version_key(version: str) -> tuple:
-    """Versions in numeric order (6.7.0 < 7.5 < 20210929.2)."""
-    return tuple(int(part) if part.isdigit() else -1 for part in version.replace("-", ".").split("."))
 
 
 def _admin_list(release: Path, selected: List[Flavor]) -> Path:

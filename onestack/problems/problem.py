@@ -48,8 +48,11 @@ class Problem:
 
     def hybrid(self, ranks: int) -> "Problem":
         """The same problem run by a hybrid flavor on `ranks` ranks (`hybrid_args` added)."""
-        command = f"{self.spec['command']} {self.spec['hybrid_args']}".strip()
-        return Problem(self.app, self.case, {**self.spec, "ranks": ranks, "command": command})
+        return Problem(self.app, self.case, {**self.with_args(self.spec["hybrid_args"]).spec, "ranks": ranks})
+
+    def with_args(self, args: str) -> "Problem":
+        """The same problem with arguments added to its command (e.g. `-sf opt`)."""
+        return Problem(self.app, self.case, {**self.spec, "command": f"{self.spec['command']} {args}".strip()})
 
     def sized(self, params: Dict) -> "Problem":
         """The same problem with other sizes (emulation, the full report)."""

@@ -53,7 +53,7 @@ def contestants(published: List[str]) -> List[dict]:
         # the machine in the same state (see round_order).
         names = [r["name"] for r in runs]
         if build.native:
-            run["of"] = build.module_name.removesuffix("-native")
+            run["of"] = build.twin_of
         runs.insert(names.index(run["of"]) + 1 if run.get("of") in names else len(runs), run)
     return runs
 

@@ -20,6 +20,7 @@ from onestack.stack.site import Site
 COMPONENTS_FILE = "components.yaml"
 MATH_INTERFACES = ("blas", "lapack", "scalapack", "fftw-api")
 InputError = data.InputError
+NATIVE_SUFFIX = "-native"  # a native twin's name is its flavor's and this
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class Application:
     cpu_checked_code: Tuple[str, ...] = ()  # functions run only after asking the CPU (level checks skip them)
     levels_build: Tuple[str, ...] = ()  # flavors built for each newer x86-64 level too (make stack)
     levels_ci_build: Tuple[str, ...] = ()  # the part of those a fresh machine's `make test` builds
+    accelerators: Tuple[Tuple[str, dict], ...] = ()  # (name, {args, variant, what}) of its accelerated styles
 
     @property
     def package(self) -> str:
@@ -95,6 +97,9 @@ class Flavor:
     threads: str = "none"  # none (MPI ranks only) or openmp (hybrid MPI+OpenMP)
     variants: str = ""  # its own Spack variants (the flavor's `variants`)
     own_usage: str = ""  # how to run it, where not as its application
+    # The version `<app>/<flavor>` loads, among the flavor's versions (one
+    # application file each): the site's default version, else the newest.
+    default_version: bool = True
 
     @property
     def usage(self) -> str:
@@ -116,18 +121,36 @@ class Flavor:
 
     @property
     def module_name(self) -> str:
-        """What users load, e.g. qe/openblas-mpich."""
-        return f"{self.app.module}/{self.name}"
+        """The shortest module name that loads it, and the stack's name for it:
+        qe/openblas-mpich for the version that name loads (default_version),
+        with the version for the others (lmp/openblas-mpich-omp/20210929.2)."""
+        return f"{self.app.module}/{self.name}" if self.default_version else self.versioned_name
 
     @property
     def versioned_name(self) -> str:
-        """The module with its version, e.g. qe/openblas-mpich/6.7.0 (module_name
-        loads the site's default version of the flavor)."""
-        return f"{self.module_name}/{self.app.version}"
+        """The module with its version, e.g. qe/openblas-mpich/6.7.0."""
+        return f"{self.app.module}/{self.name}/{self.app.version}"
+
+    @property
+    def accelerators(self) -> Dict[str, str]:
+        """The arguments of each accelerated style it was built with, by name."""
+        built = self.spack_spec.split()
+        return {name: how["args"] for name, how in self.app.accelerators if how["variant"] in built}
+
+    @property
+    def flavor_name(self) -> str:
+        """The flavor it is or measures: a native twin's is its fat flavor's."""
+        return self.name.removesuffix(NATIVE_SUFFIX) if self.native else self.name
+
+    @property
+    def twin_of(self) -> str:
+        """A native twin's fat flavor, by its module name (a twin is versioned as its flavor is)."""
+        return replace(self, name=self.flavor_name, kind="flavor").module_name
 
     @property
     def is_default(self) -> bool:
-        return self.name == self.app.default_flavor
+        """What `module load <app>` loads: the default flavor's default version."""
+        return self.name == self.app.default_flavor and self.default_version
 
     def specs(self, ci: bool = False) -> List[str]:
         """What Spack builds for it: its spec, and its level builds where the
@@ -208,7 +231,7 @@ class Matrix:
                 if f.name in (f.app.ci_build if ci else f.app.build) or (not ci and not f.published)
             ]
             return [f for f in chosen if not f.unavailable]
-        by_name = {f.module_name: f for f in self.flavors}
+        by_name = {**{f.versioned_name: f for f in self.flavors}, **{f.module_name: f for f in self.flavors}}
         unknown = [w for w in wanted if w not in by_name]
         if unknown:
             raise InputError(
@@ -483,6 +506,7 @@ def _application(file: Path, doc: dict, site: Site) -> Application:
         cpu_checked_code=tuple(doc["cpu_checked_code"]),
         levels_build=tuple(doc["levels"]["build"]),
         levels_ci_build=tuple(doc["levels"]["ci_build"]),
+        accelerators=tuple(doc["accelerators"].items()),
     )
     _check_flags(file, "variants", app.variants)
     _check_single_path(file, "variants", app.variants)
@@ -517,7 +541,7 @@ def _load_application(file: Path, components: dict, site: Site) -> List[Flavor]:
         flavors.append(
             replace(
                 twin,
-                name=f"{twin.name}-native",
+                name=f"{twin.name}{NATIVE_SUFFIX}",
                 kind="native",
                 levels=(),
                 spack_spec=_spack_spec(app, entry, components, site, twin.providers, host.target()),
@@ -559,6 +583,33 @@ def _check_site_versions(site: Site, flavors: List[Flavor]) -> None:
             )
 
 
+def default_version(site: Site, module: str, versions) -> str:
+    """The version `<module>/<flavor>` loads among versions: the site's
+    default version (its `versions`) where it is one of them, else the newest."""
+    chosen = site.versions.get(module, {}).get("default")
+    return chosen if chosen in versions else max(versions, key=version_key)
+
+
+def version_key(version: str) -> tuple:
+    """Versions in numeric order (6.7.0 < 7.5 < 20210929.2 < 20250204.dfsg1)."""
+    return tuple(int(part) if part.isdigit() else -1 for part in version.replace("-", ".").split("."))
+
+
+def _mark_default_versions(flavors: List[Flavor], site: Site) -> List[Flavor]:
+    """Each flavor offered in several versions (one application file each)
+    loads, by its unversioned name, its default version."""
+    versions: Dict[Tuple[str, str], set] = {}
+    for f in flavors:
+        versions.setdefault((f.app.module, f.flavor_name), set()).add(f.app.version)
+    return [
+        replace(
+            f,
+            default_version=f.app.version == default_version(site, f.app.module, versions[f.app.module, f.flavor_name]),
+        )
+        for f in flavors
+    ]
+
+
 def _runtimes(components: dict, site: Site) -> Tuple[Runtime, ...]:
     own = [
         Runtime(
@@ -598,20 +649,24 @@ def load_matrix(site: Site) -> Matrix:
     _check_components(components_file, components, site)
     flavors: List[Flavor] = []
     modules: Dict[str, Path] = {}
+    files: Dict[Tuple[str, str], Path] = {}
     for file in sorted(env_dir.glob("*.yaml")):
         if file.name in (COMPONENTS_FILE, cpus.CPUS_FILE):
             continue
         app_flavors = _load_application(file, components, site)
-        module = app_flavors[0].app.module
-        if module in modules:
+        app = app_flavors[0].app
+        if (app.module, app.version) in files:
             raise InputError(
-                f"{data.location(file)}: module: '{module}' is already the module of "
-                f"{data.location(modules[module])}; each application needs its own name"
+                f"{data.location(file)}: spack: {app.module} {app.version} is already the version of "
+                f"{data.location(files[app.module, app.version])}; each version of an application has one "
+                "file (give this one another version in `spack`, or another `module`)"
             )
-        modules[module] = file
+        modules.setdefault(app.module, file)
+        files[app.module, app.version] = file
         flavors.extend(app_flavors)
     if not flavors:
         raise InputError(f"{data.location(env_dir)}: no application files (<app>.yaml) found")
+    flavors = _mark_default_versions(flavors, site)
     for app in site.default_flavors:
         _check_choice(site.file, f"default_flavors.{app}", app, modules, "application", "modules of environments/")
     _check_site_versions(site, flavors)

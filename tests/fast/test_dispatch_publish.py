@@ -36,7 +36,7 @@ def test_entry_points_over_the_installed_builds(installs, tmp_path):
     flavor, roots = installs
     written = dispatch.write(tmp_path / "release", flavor, roots)
     assert written["levels"] == ["x86-64-v2", "x86-64-v3"] and written["programs"] == 1
-    folder = tmp_path / "release" / "dispatch" / "hpl" / "openblas-mpich"
+    folder = tmp_path / "release" / "dispatch" / "hpl" / "openblas-mpich" / flavor.app.version
     assert sorted(p.name for p in (folder / "bin").iterdir()) == ["hpcc", "onestack-cpu-check"]
     assert (folder / "bin" / "hpcc").stat().st_ino == (
         tmp_path / "dispatcher" / "bin" / "onestack-dispatch"

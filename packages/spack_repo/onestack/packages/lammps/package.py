@@ -6,7 +6,8 @@ from spack.package import *
 
 
 class Lammps(BuiltinLammps):
-    """LAMMPS 29 Sep 2021 update 2 (stable), from Debian's source package."""
+    """LAMMPS 29 Sep 2021 update 2 (stable) and 4 Feb 2025, from Debian's
+    source packages."""
 
     # Debian's lammps_20220106.git7586adbb6a+ds1.orig.tar.xz is the stable
     # branch at 7586adbb6a, which calls itself "29 Sep 2021, Update 2"
@@ -15,6 +16,11 @@ class Lammps(BuiltinLammps):
     # another checksum, so the repack is a version of its own. `make mirror`
     # takes it from Debian's source package (setup/offline-sources.yaml).
     version("20210929.2", sha256="65146c615ad24d8b8bc64f4e05e86226a7f1fdb45c0b5ea9416562b9f3863082")
+    # Debian trixie's lammps_20250204+dfsg.1.orig.tar.xz: the 4 Feb 2025
+    # feature release (src/version.h "4 Feb 2025"), repacked without non-free
+    # files. Upstream's archive (the builtin 20250204) has another checksum,
+    # so the repack is a version of its own too, named after Debian's.
+    version("20250204.dfsg1", sha256="3671165bd52fad36734e0a9136c5bc5ecb225e03988f8c89aa13366a8b53b1c7")
 
     # Built for the MPI-5 standard ABI (mpich-abi): its C library has no
     # Fortran handle conversions (MPI_Fint, MPI_Comm_f2c/c2f are absent from

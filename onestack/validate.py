@@ -23,6 +23,7 @@ def check_all() -> dict:
     matrix = stack.load()
     cases = [case for app in problems.apps() for case in problems.load(app, benchmarks=True)]
     _check_community(matrix)
+    _check_not_checked(matrix)
     return {
         "documents": len(documents),
         "flavors": len(matrix.flavors),
@@ -42,3 +43,30 @@ def _check_community(matrix) -> None:
                     f"{data.location(file)}: checks.{check_id}.flavors[{i}]: '{flavor}' is no flavor of "
                     f"{check['app']} (flavors: of environments/*.yaml whose module is {check['app']})"
                 )
+
+
+def _check_not_checked(matrix) -> None:
+    """What a problem or an accelerated style declares not checked names a
+    version of its application, or a problem of it: a misspelt one would
+    check nothing and say nothing."""
+    versions, apps = {}, {}
+    for flavor in matrix.flavors:
+        versions.setdefault(flavor.app.module, set()).add(flavor.app.version)
+        apps[flavor.app.file] = flavor.app
+    for app in problems.apps():
+        for case, problem in problems.load(app, benchmarks=True).items():
+            for version in problem["not_checked_on"]:
+                if version not in versions.get(app, ()):
+                    raise data.InputError(
+                        f"{problems.PROBLEMS}/{app}/{case}.yaml: not_checked_on.{version}: no version {version} of "
+                        f"{app} in environments/ (versions: {', '.join(sorted(versions.get(app, ())))})"
+                    )
+    for file, app in apps.items():
+        known = problems.load(app.module, benchmarks=True) if app.module in problems.apps() else {}
+        for style, accelerator in app.accelerators:
+            for key, case in [(k, c) for k in ("not_checked", "not_run") for c in accelerator[k]]:
+                if case not in known:
+                    raise data.InputError(
+                        f"{data.location(file)}: accelerators.{style}.{key}.{case}: no problem {case} of "
+                        f"{app.module} in {problems.PROBLEMS}/{app.module}/ (problems: {', '.join(sorted(known))})"
+                    )

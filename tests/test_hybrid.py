@@ -9,7 +9,7 @@ each rank ran. The threads come from what the user set before `module load`
 import pytest
 from conftest import flavor_how, require_published, run_flavors
 
-from onestack import problems
+from onestack import problems, stack
 from onestack.problems import check
 
 HYBRID = [f.module_name for f in run_flavors() if f.threads == "openmp"]
@@ -27,7 +27,7 @@ def test_hybrid_flavor_solves_its_problems_with_ranks_or_threads(
 ):
     require_published(module, published_flavors)
     ranks, threads = LAYOUTS[layout]
-    problem = problems.load(module.split("/")[0])[case].hybrid(ranks=ranks)
+    problem = problems.of_flavor(stack.load().flavor(module), case).hybrid(ranks=ranks)
     how = flavor_how(module, live_release, preset=(("OMP_NUM_THREADS", str(threads)),))
     outcome = problems.execute(problem, how, tmp_path, init_script)
     assert not outcome.failure(), f"{module} {case} {layout}: {outcome.failure()}"

@@ -6,7 +6,7 @@ One test per flavor and case: each fails by its name."""
 import pytest
 from conftest import flavor_how, require_published, run_flavors
 
-from onestack import problems, status
+from onestack import problems, stack, status
 
 CASES = [(f.module_name, case) for f in run_flavors() for case in sorted(problems.load(f.app.module))]
 
@@ -14,7 +14,7 @@ CASES = [(f.module_name, case) for f in run_flavors() for case in sorted(problem
 @pytest.mark.parametrize("module,case", CASES, ids=[f"{m}:{c}" for m, c in CASES])
 def test_problem_matches_reference(module, case, init_script, live_release, published_flavors, tmp_path):
     require_published(module, published_flavors)
-    problem = problems.load(module.split("/")[0])[case]
+    problem = problems.of_flavor(stack.load().flavor(module), case)
     checks = problems.run(problem, flavor_how(module, live_release), tmp_path, init_script)
     report = "\n".join(str(c) for c in checks)
     print(f"{module} {case}:\n{report}")

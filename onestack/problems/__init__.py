@@ -2,6 +2,7 @@
 (runner.py) and how their output is checked (check.py)."""
 
 from onestack.problems.problem import (
+    PROBLEMS,
     Problem,
     ProblemError,
     across_nodes_problem,
@@ -9,11 +10,13 @@ from onestack.problems.problem import (
     emulation_problem,
     full_size,
     load,
+    of_flavor,
     sources,
 )
 from onestack.problems.runner import How, Outcome, execute, run
 
 __all__ = [
+    "PROBLEMS",
     "How",
     "Outcome",
     "Problem",
@@ -24,6 +27,7 @@ __all__ = [
     "execute",
     "full_size",
     "load",
+    "of_flavor",
     "sources",
     "run",
 ]

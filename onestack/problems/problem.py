@@ -54,6 +54,10 @@ class Problem:
         """The same problem with arguments added to its command (e.g. `-sf opt`)."""
         return Problem(self.app, self.case, {**self.spec, "command": f"{self.spec['command']} {args}".strip()})
 
+    def not_checked(self, why: str) -> "Problem":
+        """The same problem, each of its checks printed as not checked, with why."""
+        return Problem(self.app, self.case, {**self.spec, "not_checked_why": why})
+
     def sized(self, params: Dict) -> "Problem":
         """The same problem with other sizes (emulation, the full report)."""
         return Problem(self.app, self.case, {**self.spec, "params": {**self.spec["params"], **params}})
@@ -99,6 +103,20 @@ def load(app: str, benchmarks: bool = False) -> Dict[str, Problem]:
     """An application's test problems by case; with benchmarks, also its
     `benchmark_only` cases (the full report's)."""
     return {case: p for case, p in _load(_folder(), app).items() if benchmarks or not p["benchmark_only"]}
+
+
+def of_flavor(flavor, case: str, style: str = "") -> Problem:
+    """A problem as one flavor runs it, with one of its accelerated styles
+    where named: a run that cannot match the reference prints its checks as
+    not checked, with why (the problem's `not_checked_on` the flavor's
+    version, the style's `not_checked` for the case)."""
+    problem = load(flavor.app.module)[case]
+    why = problem["not_checked_on"].get(flavor.app.version, "")
+    if style:
+        accelerator = dict(flavor.app.accelerators)[style]
+        problem = problem.with_args(accelerator["args"])
+        why = why or accelerator["not_checked"].get(case, "")
+    return problem.not_checked(" ".join(why.split())) if why else problem
 
 
 def emulation_problem(app: str) -> Problem:

@@ -30,7 +30,9 @@ def contestants(published: List[str]) -> List[dict]:
     release = publish.current_release()
     for m in published:
         how = How(modules=(m,), no_own_level=dispatch.without_own_level(release, matrix.flavor(m)))
-        runs.append({"name": m, "label": m, "app": m.split("/")[0], "how": how, "kind": "flavor"})
+        hybrid = matrix.flavor(m).threads != "none"
+        runs.append({"name": m, "label": m, "app": m.split("/")[0], "how": how, "kind": "flavor", "hybrid": hybrid})
+        runs += _accelerated(matrix.flavor(m), how)
         runs += _without_preload(matrix.flavor(m))
         runs += _baseline_level(matrix.flavor(m))
     extra = [f for f in matrix.flavors if not f.published]
@@ -56,6 +58,24 @@ def contestants(published: List[str]) -> List[dict]:
             run["of"] = build.twin_of
         runs.insert(names.index(run["of"]) + 1 if run.get("of") in names else len(runs), run)
     return runs
+
+
+def _accelerated(flavor: Flavor, how: How) -> List[dict]:
+    """A flavor built with accelerated styles (its application's
+    `accelerators`) runs once more with each, right after itself: every
+    path a user can pick, side by side."""
+    return [
+        {
+            "name": f"{flavor.module_name}-{style}",
+            "of": flavor.module_name,
+            "label": f"{flavor.module_name} ({args})",
+            "app": flavor.app.module,
+            "kind": "accelerated",
+            "args": args,
+            "how": how,
+        }
+        for style, args in sorted(flavor.accelerators.items())
+    ]
 
 
 def _without_preload(flavor: Flavor) -> List[dict]:
@@ -114,19 +134,23 @@ def _baselines(every) -> List[dict]:
     for app in {f.app.module: f.app for f in every}.values():
         for name, base in app.baselines:
             path = _baseline_path(name, base)
-            if path is not None:
+            if path is None:
+                continue
+            how = How(
+                path=path,
+                launcher=(base["launcher"], "-n", "{ranks}"),
+                no_own_level=f"{name} is one build for every CPU, outside the stack",
+            )
+            for style, args in {"": "", **base["styles"]}.items():
                 runs.append(
                     {
-                        "name": f"{app.module}/{name}",
-                        "label": f"{name} (baseline)",
+                        "name": f"{app.module}/{name}{'-' + style if style else ''}",
+                        "label": f"{name} ({args or 'baseline'})",
                         "app": app.module,
                         "kind": "baseline",
                         "baseline": name,
-                        "how": How(
-                            path=path,
-                            launcher=(base["launcher"], "-n", "{ranks}"),
-                            no_own_level=f"{name} is one build for every CPU, outside the stack",
-                        ),
+                        "args": args,
+                        "how": how,
                     }
                 )
     return runs
@@ -227,10 +251,19 @@ def figures(problem: Problem, output: str) -> Dict[str, float]:
     return found
 
 
+def as_run(problem: Problem, run: dict) -> Problem:
+    """The problem as a contestant runs it: a hybrid flavor with its threaded
+    styles (the problem's hybrid_args), an accelerated path or a baseline's
+    style with its arguments."""
+    if run.get("hybrid"):
+        problem = problem.hybrid(problem["ranks"])
+    return problem.with_args(run.get("args", ""))
+
+
 def run_once(init: Path, run: dict, problem: Problem, rundir: Path):
     """One run of one contestant, recorded in the flavor table's test column;
     its outcome and its error, if any."""
-    outcome = problems.execute(problem, run["how"], rundir, init)
+    outcome = problems.execute(as_run(problem, run), run["how"], rundir, init)
     failure = outcome.failure()
     checks = [] if failure else outcome.checks()
     failed = failure[:300] or "; ".join(str(c) for c in checks if not c.passed)

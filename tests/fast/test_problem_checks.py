@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from onestack import problems
+from onestack import problems, stack
 from onestack.problems import check, runner
 
 RECORDED = Path(__file__).parent / "recorded"
@@ -86,6 +86,23 @@ def test_an_own_level_check_is_printed_as_not_checked_without_that_build(app, ca
     unchecked = [c for c in checks("no x86-64-v4 build") if isinstance(c, check.Unchecked)]
     assert unchecked and all(c.passed and "not checked: no x86-64-v4 build" in str(c) for c in unchecked)
     assert not all(c.passed for c in checks("")), "the line that must be absent passed with the build"
+
+
+def test_a_run_that_cannot_match_its_reference_says_why_for_each_check(tmp_path):
+    """LAMMPS 2025's SPC/E run (not_checked_on its version): every check is
+    printed as not checked with the problem's reason; a 2021 flavor's run of
+    the same problem is checked, and an empty output fails it."""
+    newer, older = (stack.load().flavor(m) for m in ("lmp/openblas-mpich-omp", "lmp/openblas-mpich/20210929.2"))
+
+    def checks(flavor):
+        problem = problems.of_flavor(flavor, "spce")
+        return runner.Outcome(problem, runner.How(), 0, "", "", tmp_path, tmp_path).checks()
+
+    unchecked = checks(newer)
+    assert unchecked and all(isinstance(c, check.Unchecked) and "since 2021" in str(c) for c in unchecked)
+    (tmp_path / problems.load("lmp")["spce"]["reference"]).parent.mkdir(parents=True)
+    (tmp_path / problems.load("lmp")["spce"]["reference"]).write_text("5000 -7625.8\n")
+    assert not all(c.passed for c in checks(older)), "a 2021 run with no energy printed passed"
 
 
 def _perturbed_own_level(problem, output: str) -> str:

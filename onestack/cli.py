@@ -125,10 +125,13 @@ def cmd_check(args) -> None:
     through `module load`, checked against their references (a CI test job)."""
     failed = []
     for flavor in (f for f in _selected(args) if f.published):
-        for case, problem in problems.load(flavor.app.module).items():
+        for case in problems.load(flavor.app.module):
             with tempfile.TemporaryDirectory() as tmp:
                 checks = problems.run(
-                    problem, problems.How(modules=(flavor.module_name,)), Path(tmp), publish.init_script()
+                    problems.of_flavor(flavor, case),
+                    problems.How(modules=(flavor.module_name,)),
+                    Path(tmp),
+                    publish.init_script(),
                 )
             print(f"{flavor.module_name} {case}:\n" + "\n".join(f"  {c}" for c in checks))
             # As the test suite does: the flavor table's tests column reads it.

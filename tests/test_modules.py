@@ -8,6 +8,7 @@ from conftest import run_flavors
 
 from onestack import stack
 from onestack.modules import lmod, publish
+from onestack.stack.flavors import default_version
 
 
 def test_tree_passes_check_module_tree_syntax(live_release):
@@ -37,15 +38,16 @@ def test_where_prints_the_init_script(init_script):
 @pytest.mark.parametrize("app", sorted({f.app.module for f in run_flavors()}))
 def test_module_load_app_gives_its_default_flavor(init_script, published_flavors, app):
     """The site's default (or the stack's), not the name Lmod sorts last;
-    where that one is not published here, the first published flavor."""
-    flavors = {f.module_name: f for f in stack.load().flavors if f.app.module == app}
-    default = next(name for name, f in flavors.items() if f.is_default)
-    expected = flavors[
-        default if default in published_flavors else sorted(m for m in published_flavors if m in flavors)[0]
-    ]
+    where that one is not published here, the first published flavor; in
+    the default version of those published (the site's, else the newest)."""
+    matrix = stack.load()
+    published = [f for f in matrix.flavors if f.app.module == app and f.module_name in published_flavors]
+    names = sorted({f.name for f in published})
+    name = published[0].app.default_flavor if published[0].app.default_flavor in names else names[0]
+    version = default_version(matrix.site, app, {f.app.version for f in published if f.name == name})
     proc = lmod.clean_shell(init_script, f"module load {app}\nmodule -t list 2>&1")
     assert proc.returncode == 0, proc.stderr
-    assert expected.versioned_name in (proc.stdout + proc.stderr).split(), proc.stdout + proc.stderr
+    assert f"{app}/{name}/{version}" in (proc.stdout + proc.stderr).split(), proc.stdout + proc.stderr
 
 
 def test_every_flavor_loads_by_its_version_and_spider_lists_them(init_script, published_flavors):

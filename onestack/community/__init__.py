@@ -108,7 +108,9 @@ def config(out: Path) -> Path:
 
 def _script(out: Path, check_id: str, check: dict, module: str, bin_dir: Path) -> Path:
     shims = out / "shims"
-    flavor = module.split("/", 1)[1]
+    # One file per flavor, its version too where the module name has one
+    # (lmp/openblas-mpich/20210929.2): the check sees one module per flavor.
+    flavor = module.split("/", 1)[1].replace("/", "-")
     render.write(
         TEMPLATES,
         "shim.lua.j2",

@@ -10,6 +10,7 @@ from onestack.problems.problem import (
     emulation_problem,
     full_size,
     load,
+    not_checked_why,
     of_flavor,
     sources,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "execute",
     "full_size",
     "load",
+    "not_checked_why",
     "of_flavor",
     "sources",
     "run",

@@ -107,16 +107,23 @@ def load(app: str, benchmarks: bool = False) -> Dict[str, Problem]:
 
 def of_flavor(flavor, case: str, style: str = "") -> Problem:
     """A problem as one flavor runs it, with one of its accelerated styles
-    where named: a run that cannot match the reference prints its checks as
-    not checked, with why (the problem's `not_checked_on` the flavor's
-    version, the style's `not_checked` for the case)."""
+    where named; a run that cannot match the reference prints its checks as
+    not checked, with why (not_checked_why)."""
     problem = load(flavor.app.module)[case]
-    why = problem["not_checked_on"].get(flavor.app.version, "")
     if style:
-        accelerator = dict(flavor.app.accelerators)[style]
-        problem = problem.with_args(accelerator["args"])
-        why = why or accelerator["not_checked"].get(case, "")
-    return problem.not_checked(" ".join(why.split())) if why else problem
+        problem = problem.with_args(dict(flavor.app.accelerators)[style]["args"])
+    why = not_checked_why(flavor, case, style)
+    return problem.not_checked(why) if why else problem
+
+
+def not_checked_why(flavor, case: str, style: str = "") -> str:
+    """Why a flavor's run of a problem (with a style) cannot match the
+    reference: the problem's `not_checked_on` the flavor's version, the
+    style's `not_checked` for the case; "" where it can."""
+    why = load(flavor.app.module)[case]["not_checked_on"].get(flavor.app.version, "")
+    if style and not why:
+        why = dict(flavor.app.accelerators)[style]["not_checked"].get(case, "")
+    return " ".join(why.split())
 
 
 def emulation_problem(app: str) -> Problem:

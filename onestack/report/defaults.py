@@ -73,7 +73,9 @@ def adopt(app: str, module: str, why: str) -> Optional[str]:
     """Write the fastest flavor as the app's default at this site
     (default_flavors of the site file, comments kept); returns the change."""
     file = site.load().file
-    flavor = module.split("/", 1)[1]
+    # Its flavor's name: a default flavor holds in every version (the site's
+    # `versions` chooses which one loads).
+    flavor = stack.load().flavor(module).name
     yaml = YAML()
     yaml.width = 100
     document = yaml.load(file.read_text())

@@ -30,8 +30,18 @@ def contestants(published: List[str]) -> List[dict]:
     release = publish.current_release()
     for m in published:
         how = How(modules=(m,), no_own_level=dispatch.without_own_level(release, matrix.flavor(m)))
-        hybrid = matrix.flavor(m).threads != "none"
-        runs.append({"name": m, "label": m, "app": m.split("/")[0], "how": how, "kind": "flavor", "hybrid": hybrid})
+        flavor = matrix.flavor(m)
+        runs.append(
+            {
+                "name": m,
+                "label": m,
+                "app": flavor.app.module,
+                "how": how,
+                "kind": "flavor",
+                "hybrid": flavor.threads != "none",
+                "not_checked": _not_checked(flavor),
+            }
+        )
         runs += _accelerated(matrix.flavor(m), how)
         runs += _without_preload(matrix.flavor(m))
         runs += _baseline_level(matrix.flavor(m))
@@ -73,9 +83,16 @@ def _accelerated(flavor: Flavor, how: How) -> List[dict]:
             "kind": "accelerated",
             "args": args,
             "how": how,
+            "not_checked": _not_checked(flavor, style),
         }
         for style, args in sorted(flavor.accelerators.items())
     ]
+
+
+def _not_checked(flavor: Flavor, style: str = "") -> Dict[str, str]:
+    """Why, by case, a flavor's runs (with a style) cannot match the reference."""
+    whys = {case: problems.not_checked_why(flavor, case, style) for case in problems.load(flavor.app.module)}
+    return {case: why for case, why in whys.items() if why}
 
 
 def _without_preload(flavor: Flavor) -> List[dict]:
@@ -254,10 +271,13 @@ def figures(problem: Problem, output: str) -> Dict[str, float]:
 def as_run(problem: Problem, run: dict) -> Problem:
     """The problem as a contestant runs it: a hybrid flavor with its threaded
     styles (the problem's hybrid_args), an accelerated path or a baseline's
-    style with its arguments."""
+    style with its arguments, its checks not checked where the flavor's
+    version or style cannot match the reference (problems.not_checked_why)."""
     if run.get("hybrid"):
         problem = problem.hybrid(problem["ranks"])
-    return problem.with_args(run.get("args", ""))
+    why = run.get("not_checked", {}).get(problem.case)
+    problem = problem.with_args(run.get("args", ""))
+    return problem.not_checked(why) if why else problem
 
 
 def run_once(init: Path, run: dict, problem: Problem, rundir: Path):

@@ -3,7 +3,7 @@ written out here (the report itself runs in tests/test_report.py)."""
 
 import math
 
-from onestack import problems
+from onestack import problems, stack
 from onestack.report import defaults, goals, measure, pairs, peak, peak_search, start_cost
 
 
@@ -91,6 +91,10 @@ def test_a_contestant_runs_the_problem_its_own_way():
     assert measure.as_run(melt, {}).argv() == melt.argv()
     assert measure.as_run(melt, {"hybrid": True}).argv()[-2:] == ["-sf", "omp"]
     assert measure.as_run(melt, {"args": "-sf intel"}).argv()[-2:] == ["-sf", "intel"]
+    newer = stack.load().flavor("lmp/openblas-mpich-omp")
+    spce = measure.as_run(problems.load("lmp")["spce"], {"not_checked": measure._not_checked(newer, "opt")})
+    assert "since 2021" in spce.get("not_checked_why", ""), "a 2025 run of SPC/E says why it is not checked"
+    assert not measure._not_checked(stack.load().flavor("lmp/openblas-mpich/20210929.2"))
 
 
 def test_each_side_is_judged_at_its_best_path():

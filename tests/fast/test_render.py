@@ -187,6 +187,16 @@ def test_a_hybrid_flavor_module_sets_threads_placement_and_binding_from_the_job(
     ) and "OMP_PLACES" not in mpi_only
 
 
+def test_module_help_names_the_accelerated_styles_a_flavor_has(tmp_path):
+    def help_of(module):
+        return LuaModule(_flavor_module(stack.load().flavor(module), "x", tmp_path)).values("help")[0][0]
+
+    hybrid = help_of("lmp/openblas-mpich-omp")
+    assert "-sf intel: the INTEL package" in hybrid and "-sf opt: the OPT package" in hybrid, hybrid
+    assert "-sf intel" not in help_of("lmp/openblas-mpich"), "the MPI-only flavor has no INTEL package"
+    assert "Accelerated styles" not in help_of("lmp/openblas-mpich/20210929.2")
+
+
 def test_default_and_runtime_modules_are_lua_literals():
     module = LuaModule(
         render.text(publish.TEMPLATES, "modulerc.lua.j2", default='qe/a"b', hidden=["qe/a/1]]"], site=stack.load().site)

@@ -1,8 +1,10 @@
-"""Every published flavor across 2 nodes of the virtual cluster, as a
-site's users run it: a batch job that loads the flavor's module and starts
+"""The published flavors across 2 nodes of the virtual cluster, as a
+site's users run them: a batch job that loads the flavor's module and starts
 its ranks with srun, and the same with the MPI's own mpirun inside the
 allocation, on its application's `across_nodes` case (its other cases repeat
-what the single-node runs check). Each run is checked: its reference result, one job of N ranks
+what the single-node runs check): each hybrid flavor with its threads, and
+of the others a cover of every application and MPI (what crosses the
+network is the MPI's; a math library stays within a node). Each run is checked: its reference result, one job of N ranks
 on 2 distinct hosts (each rank names its host before the program starts),
 and bytes that really crossed the nodes' interfaces. The MPICH ABI swap
 (mpi-runtime/impi) across nodes too."""
@@ -13,8 +15,25 @@ from conftest import flavor_how, require_published, run_flavors
 from onestack import problems, stack
 from onestack.cluster import pingpong
 from onestack.problems import check
+from onestack.stack import cover
 
-FLAVORS = [f.module_name for f in run_flavors()]
+HYBRID = [f.module_name for f in run_flavors() if f.threads == "openmp"]
+
+
+def _traits(module: str) -> set:
+    """What a flavor's run across the nodes brings that another's may not."""
+    flavor = stack.load().flavor(module)
+    return {("app", flavor.app.module), ("mpi", flavor.mpi)}
+
+
+# The hybrid flavors' threaded runs count: a flavor of the same application
+# and MPI runs across the nodes once.
+ACROSS = sorted(
+    cover.cover(
+        {f.module_name: _traits(f.module_name) for f in run_flavors() if f.threads == "none"},
+        seen=set().union(*(_traits(m) for m in HYBRID)),
+    )
+)
 # Slurm's own traffic for a job (controller <-> slurmd, PMI) is a few
 # kilobytes per node; a problem's exchange between 2 ranks is far more.
 MIN_CROSSING_BYTES = 200_000
@@ -84,7 +103,7 @@ def _run(cluster, problem, how, workdir, init_script, threads=1):
 
 
 @pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
-@pytest.mark.parametrize("module", [f.module_name for f in run_flavors() if f.threads == "openmp"])
+@pytest.mark.parametrize("module", HYBRID)
 def test_every_hybrid_flavor_runs_threads_across_two_nodes(
     module, launcher, virtual_cluster, init_script, live_release, published_flavors, tmp_path
 ):
@@ -100,13 +119,23 @@ def test_every_hybrid_flavor_runs_threads_across_two_nodes(
 
 
 @pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
-@pytest.mark.parametrize("module", FLAVORS)
-def test_every_flavor_runs_across_two_nodes(
+@pytest.mark.parametrize("module", ACROSS)
+def test_every_application_and_mpi_runs_across_two_nodes(
     module, launcher, virtual_cluster, init_script, live_release, published_flavors, tmp_path
 ):
     require_published(module, published_flavors)
     problem = problems.across_nodes_problem(module.split("/")[0])
     _run(virtual_cluster, problem, _how(module, launcher, live_release), tmp_path, init_script)
+
+
+def test_every_flavor_left_out_across_nodes_is_covered():
+    """Each flavor that does not run across the nodes has its application
+    and MPI run there by one that does, named here."""
+    ran = HYBRID + ACROSS
+    for flavor in (f for f in run_flavors() if f.module_name not in ran):
+        by = {trait: next((m for m in ran if trait in _traits(m)), None) for trait in _traits(flavor.module_name)}
+        assert all(by.values()), f"{flavor.module_name}: not run across the nodes, and nothing covers {by}"
+        print(f"{flavor.module_name}: not run across the nodes; " + ", ".join(f"{t[1]} by {m}" for t, m in by.items()))
 
 
 def _how(module: str, launcher: str, release) -> problems.How:

@@ -22,6 +22,7 @@ setup: venv
 	@bash setup/spack.sh
 	@bash setup/node.sh
 	@$(ONESTACK) site
+	@$(ONESTACK) signing-key
 
 mirror: setup
 	@$(ONESTACK) mirror $(FLAVORS)

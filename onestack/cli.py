@@ -47,8 +47,13 @@ def cmd_site(args) -> None:
     scope.write_mirror_config()
     scope.detect_externals()
     scope.install_vendors()
-    # The site's image signing key: the one configured (ONESTACK_SIGNING_KEY),
-    # else a new one, kept outside the repository.
+
+
+def cmd_signing_key(args) -> None:
+    """The site's image signing key: the one configured (ONESTACK_SIGNING_KEY),
+    else a new one, kept outside the repository. A step of its own, after
+    Apptainer's set-up: nothing before the images needs either, so `make
+    test` builds Apptainer beside the Spack builds (tests/run.sh)."""
     print(f"==> site: image signing key {keys.ensure_site_key(apptainer.find(keys.signing_env()))}")
 
 
@@ -234,6 +239,7 @@ CI_LISTS = ("--ci", "each app's ci_build list, not its build list (as ONESTACK_B
 COMMANDS = [
     ("render", cmd_render, "validate the stack's data and render .generated/flavors.yaml", [FLAVORS]),
     ("site", cmd_site, "set up this machine for the selected site: sources, externals, vendor libraries", []),
+    ("signing-key", cmd_signing_key, "the site's image signing key (configured, else made once)", []),
     (
         "mirror",
         cmd_mirror,

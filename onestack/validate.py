@@ -49,24 +49,31 @@ def _check_not_checked(matrix) -> None:
     """What a problem or an accelerated style declares not checked names a
     version of its application, or a problem of it: a misspelt one would
     check nothing and say nothing."""
-    versions, apps = {}, {}
+    versions = {}
     for flavor in matrix.flavors:
         versions.setdefault(flavor.app.module, set()).add(flavor.app.version)
-        apps[flavor.app.file] = flavor.app
     for app in problems.apps():
-        for case, problem in problems.load(app, benchmarks=True).items():
-            for version in problem["not_checked_on"]:
-                if version not in versions.get(app, ()):
-                    raise data.InputError(
-                        f"{problems.PROBLEMS}/{app}/{case}.yaml: not_checked_on.{version}: no version {version} of "
-                        f"{app} in environments/ (versions: {', '.join(sorted(versions.get(app, ())))})"
-                    )
-    for file, app in apps.items():
-        known = problems.load(app.module, benchmarks=True) if app.module in problems.apps() else {}
-        for style, accelerator in app.accelerators:
-            for key, case in [(k, c) for k in ("not_checked", "not_run") for c in accelerator[k]]:
-                if case not in known:
-                    raise data.InputError(
-                        f"{data.location(file)}: accelerators.{style}.{key}.{case}: no problem {case} of "
-                        f"{app.module} in {problems.PROBLEMS}/{app.module}/ (problems: {', '.join(sorted(known))})"
-                    )
+        _check_problem_versions(app, versions.get(app, set()))
+    for app in {f.app.file: f.app for f in matrix.flavors}.values():
+        _check_style_cases(app)
+
+
+def _check_problem_versions(app: str, versions: set) -> None:
+    for case, problem in problems.load(app, benchmarks=True).items():
+        for version in problem["not_checked_on"]:
+            if version not in versions:
+                raise data.InputError(
+                    f"{problems.PROBLEMS}/{app}/{case}.yaml: not_checked_on.{version}: no version {version} of "
+                    f"{app} in environments/ (versions: {', '.join(sorted(versions))})"
+                )
+
+
+def _check_style_cases(app) -> None:
+    known = problems.load(app.module, benchmarks=True) if app.module in problems.apps() else {}
+    for style, accelerator in app.accelerators:
+        for key, case in [(k, c) for k in ("not_checked", "not_run") for c in accelerator[k]]:
+            if case not in known:
+                raise data.InputError(
+                    f"{data.location(app.file)}: accelerators.{style}.{key}.{case}: no problem {case} of "
+                    f"{app.module} in {problems.PROBLEMS}/{app.module}/ (problems: {', '.join(sorted(known))})"
+                )

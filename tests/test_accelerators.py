@@ -7,7 +7,7 @@ plain runs (tests/test_problems.py). One test per flavor, style and case."""
 import pytest
 from conftest import flavor_how, require_published, run_flavors
 
-from onestack import problems
+from onestack import problems, stack
 
 CASES = [
     (f.module_name, style, case)
@@ -22,7 +22,7 @@ def test_accelerated_styles_match_the_reference(
     module, style, case, init_script, live_release, published_flavors, tmp_path
 ):
     require_published(module, published_flavors)
-    flavor = next(f for f in run_flavors() if f.module_name == module)
+    flavor = stack.load().flavor(module)
     cannot = dict(flavor.app.accelerators)[style]["not_run"].get(case)
     if cannot:
         pytest.skip(f"{module} {flavor.accelerators[style]} {case}: not run: {' '.join(cannot.split())}")

@@ -114,6 +114,8 @@ cluster-env: venv
 cluster-down: venv
 	@$(CLUSTER) down
 
-# MPI ping-pong within a node and between nodes, per MPI (after `make cluster`).
-cluster-bench: venv
+# The Intel MPI Benchmarks within a node and between nodes, per MPI and per
+# crossing of MPIs (after `make cluster`; onestack/cluster/imb.py), its source
+# from the mirror.
+cluster-bench: mirror
 	@$(CLUSTER) bench

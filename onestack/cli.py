@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 from onestack import ci, community, data, host, paths, problems, report, spack, stack, status, validate
+from onestack.cluster import imb
 from onestack.errors import OnestackError
 from onestack.images import apptainer, keys, push
 from onestack.images import flavor as images
@@ -80,23 +81,24 @@ def _concretize(args) -> None:
     spack.concretize()
 
 
-def _problem_sources(args) -> list:
-    """The input archives of the selected applications' test problems that
-    no flavor fetches (GROMACS's regression tests): mirrored with the
-    stack's sources, so that tests run offline."""
-    return mirror.archive_sources(problems.sources({f.app.module for f in _selected(args)}))
+def _archive_sources(args) -> list:
+    """The archives no flavor fetches: the input archives of the selected
+    applications' test problems (GROMACS's regression tests) and the MPI
+    benchmarks' source: mirrored with the stack's sources, so that tests
+    run offline."""
+    return mirror.archive_sources({**problems.sources({f.app.module for f in _selected(args)}), **imb.source()})
 
 
 def cmd_mirror(args) -> None:
     _concretize(args)
-    mirror.fill(require_all=args.offline, rebuild=args.rebuild, extra=_problem_sources(args))
+    mirror.fill(require_all=args.offline, rebuild=args.rebuild, extra=_archive_sources(args))
 
 
 def cmd_build(args) -> None:
     print(f"==> build host: {host.describe()}")
     host.check_baseline(cpus.generations()[0], data.location(paths.environments_dir() / cpus.CPUS_FILE))
     _concretize(args)
-    mirror.fill(require_all=args.offline, extra=_problem_sources(args))
+    mirror.fill(require_all=args.offline, extra=_archive_sources(args))
     spack.run("install", "--fail-fast")
 
 

@@ -10,7 +10,7 @@ import pytest
 from conftest import onestack
 
 from onestack import report, stack
-from onestack.cluster import pingpong
+from onestack.cluster import imb
 from onestack.modules import dispatch, publish
 from onestack.report import peak
 from onestack.stack import cpus
@@ -66,11 +66,14 @@ def test_reduced_report_measures_every_published_flavor(reduced, published_flavo
 
 
 def test_the_report_measures_the_interconnect_of_every_mpi(reduced):
-    """The MPI ping-pong on the virtual cluster: every MPI of the stack; where
+    """The MPI benchmarks on the virtual cluster: every MPI of the stack and
+    every crossing of MPIs, each crossing against its native build; where
     the cluster cannot run here, a skip that says why, never a pass."""
     _, out, results = reduced
     links = results["interconnect"]
     if "skipped" in links:
         pytest.skip(f"the report's interconnect measurement did not run: {links['skipped']}")
-    assert set(links["latency_ratios"]) == {m.name for m in pingpong.stack_mpis()}, links["latency_ratios"]
+    assert set(links["latency_ratios"]) == {p.name for p in imb.pairings()}, links["latency_ratios"]
+    crossings = [p for p in imb.pairings() if p.kind != "native"]
+    assert len(links["crossing_costs"]) == 2 * len(crossings), links["crossing_costs"]
     assert links["table"] in unescape((out / "index.html").read_text())

@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 from onestack import cluster
-from onestack.cluster import config, pingpong
-from onestack.paths import SetupError
+from onestack.cluster import config, imb
+from onestack.errors import OnestackError
 
 
 def cmd_up(conf: config.Config) -> None:
@@ -45,8 +45,8 @@ def cmd_status(conf: config.Config) -> None:
 
 
 def cmd_bench(conf: config.Config) -> None:
-    results = pingpong.benchmark(cluster.attach(conf))
-    print(pingpong.table(results))
+    results = imb.benchmark(cluster.attach(conf))
+    print(imb.table(results))
 
 
 COMMANDS = {"up": cmd_up, "env": cmd_env, "down": cmd_down, "status": cmd_status, "bench": cmd_bench}
@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         COMMANDS[args.command](config.load(args.config))
-    except (config.ClusterError, SetupError) as err:
+    except OnestackError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     return 0

@@ -268,8 +268,8 @@ def _runtime_modules(release: Path, roots: Dict[str, dict]) -> List[str]:
                 root=root,
                 release=release.name,
                 shim_dir=shim,
-                preload=[str(prefix / p) if "/" in p else p for p in runtime.preload],
-                library_path=[str(prefix / folder) for folder in runtime.library_path],
+                preload=runtime.preload_paths(prefix),
+                library_path=runtime.library_dirs(prefix),
             )
             continue
         layout = vendor.environment(root["name"])

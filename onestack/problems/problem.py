@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional
 
-from onestack import data, paths
+from onestack import data, paths, spack
 from onestack.errors import OnestackError
+from onestack.spack import mirror
 
 PROBLEMS = "tests/problems"
 
@@ -164,8 +165,6 @@ def full_size(problem: Problem) -> Problem:
 def _declared_sha256() -> Dict[str, str]:
     """The sha256 each problem's `source` version declares in its recipe,
     resolved once per process (one `spack python` for every problem)."""
-    from onestack import spack  # Spack is needed only for problems taken from a source
-
     specs = sorted({p["source"] for app in apps() for p in _load(_folder(), app).values() if "source" in p.spec})
     return spack.query("version_archives", *specs) if specs else {}
 
@@ -178,20 +177,8 @@ def sources(of_apps: Iterable[str]) -> Dict[str, str]:
 
 
 def source_archive(spec: str) -> Path:
-    """The verified archive of a version, in the mirror or Spack's download
-    cache, by Spack's content-addressed name."""
-    sha256 = _declared_sha256().get(spec)
-    found = [
-        f
-        for root in (paths.mirror(), paths.source_cache())
-        if sha256
-        for f in (root / "_source-cache" / "archive" / sha256[:2]).glob(f"{sha256}*")
-    ]
-    if not found:
-        raise ProblemError(
-            f"no source archive of {spec} (sha256 {sha256}) in the mirror or source cache: run `make mirror`"
-        )
-    return found[0]
+    """The verified archive of a problem's source version."""
+    return mirror.archive_path(spec, _declared_sha256().get(spec))
 
 
 def _extract(archive: Path, members: List[str], dest: Path) -> None:

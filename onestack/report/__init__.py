@@ -97,6 +97,7 @@ def _measure_app(
         "default_note": defaults.note(best, default, beyond_noise, change),
         "default_measured_elsewhere": defaults.measured_elsewhere(app),
         "native_pairs": pairs.measure_pairs(init, contestants, app, out / "pairs", reduced),
+        "abi_pairs": pairs.measure_abi_pairs(init, contestants, app, out / "abi-pairs", reduced),
         "emulated": [] if reduced else measure.emulated(init, contestants, app, out / "emulated"),
     }
 
@@ -152,7 +153,7 @@ def make(reduced: bool, only: Optional[List[str]] = None) -> Path:
     judged = goals.judge(apps, measured_peak)
     links = interconnect.measure(reduced)
     print(
-        "==> report: MPI ping-pong within a node and between 2 nodes of the virtual cluster:\n"
+        "==> report: MPI benchmarks within a node and between 2 nodes of the virtual cluster:\n"
         + links.get("table", links.get("skipped", ""))
     )
     page.write(

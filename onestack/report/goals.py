@@ -108,9 +108,19 @@ def native_gap(goal: dict, app: dict, peak: dict) -> dict:
     the goal, MISSED when the whole of it is beyond, else not resolved. Where
     the dispatcher runs the twin's own build, the gap is its start alone
     (start_cost.py), bounded against the job's wall time."""
-    rows = app.get("native_pairs") or []
+    return _gap(goal, app.get("native_pairs") or [], "no native twin built")
+
+
+def abi_gap(goal: dict, app: dict, peak: dict) -> dict:
+    """How much slower a build for the standard ABI is on an MPI than the
+    same application built natively with that MPI, from their alternating
+    pairs (pairs.measure_abi_pairs), judged as native_gap is."""
+    return _gap(goal, app.get("abi_pairs") or [], "no standard-ABI flavor beside a native one of the same MPI")
+
+
+def _gap(goal: dict, rows: List[dict], missing: str) -> dict:
     if not rows:
-        return {"figure": "-", "verdict": "not measured: no native twin built"}
+        return {"figure": "-", "verdict": f"not measured: {missing}"}
     failed = [r for r in rows if r["error"]]
     if failed:
         return {"figure": "-", "verdict": f"not measured: {failed[0]['error']}"}
@@ -192,6 +202,7 @@ KINDS = {
     "peak_share": peak_share,
     "flavor_over": flavor_over,
     "native_gap": native_gap,
+    "abi_gap": abi_gap,
     "emulated": emulated,
     "preload_gain": preload_gain,
     "level_gain": level_gain,

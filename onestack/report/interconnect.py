@@ -1,19 +1,16 @@
-"""The report's MPI ping-pong: each MPI of the stack within a node and
-between two nodes of the virtual cluster (onestack/cluster/pingpong.py),
+"""The report's MPI benchmarks: each MPI of the stack, and each crossing of
+MPIs (the standard ABI, the translation layers), within a node and between
+two nodes of the virtual cluster (onestack/cluster/imb.py),
 on the site's cluster if `make cluster` left it up, else on one started for
 the report and taken down after it. Where the cluster cannot run (not root,
 no namespaces), the report says why instead."""
 
 import contextlib
 from dataclasses import asdict
-from typing import Sequence
 
 from onestack import cluster
-from onestack.cluster import config, pingpong
-from onestack.paths import SetupError
-
-# The test suite's reduced report: about 1 s per repetition.
-REDUCED_ARGS = ("3000", "10", "5", "1")
+from onestack.cluster import config, imb
+from onestack.errors import OnestackError
 
 
 @contextlib.contextmanager
@@ -26,13 +23,18 @@ def _cluster(conf: config.Config):
 
 
 def measure(reduced: bool) -> dict:
-    """{"table": printed figures, "results": [...]} or {"skipped": why}."""
-    args: Sequence[str] = REDUCED_ARGS if reduced else pingpong.BENCH_ARGS
+    """{"table": printed figures, "results": [...], "latency_ratios": ...}
+    or {"skipped": why} (no cluster here, no benchmark source, no MPI)."""
     try:
         conf = config.load(config.DEFAULT_FILE)
         with _cluster(conf) as running:
-            results = pingpong.benchmark(running, args=args)
-    except (config.ClusterError, SetupError) as err:
+            results = imb.benchmark(running, repeat=imb.REDUCED if reduced else imb.FULL)
+    except OnestackError as err:
         return {"skipped": f"not measured: {err}"}
-    ratios = {mpi: pingpong.latency_ratio(results, mpi) for mpi in dict.fromkeys(r.mpi for r in results)}
-    return {"table": pingpong.table(results), "results": [asdict(r) for r in results], "latency_ratios": ratios}
+    ratios = {name: imb.latency_ratio(results, name) for name in dict.fromkeys(r.pairing for r in results)}
+    return {
+        "table": imb.table(results),
+        "results": [asdict(r) for r in results],
+        "latency_ratios": ratios,
+        "crossing_costs": imb.crossing_costs(results),
+    }

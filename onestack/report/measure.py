@@ -18,7 +18,7 @@ from onestack import host, paths, problems, spack, stack, status
 from onestack.modules import dispatch, publish
 from onestack.problems import How, Problem, check
 from onestack.stack import cpus
-from onestack.stack.flavors import Flavor
+from onestack.stack.flavors import Flavor, Runtime
 
 
 def contestants(published: List[str]) -> List[dict]:
@@ -43,6 +43,7 @@ def contestants(published: List[str]) -> List[dict]:
             }
         )
         runs += _accelerated(matrix.flavor(m), how)
+        runs += _on_runtimes(matrix.flavor(m), published)
         runs += _without_preload(matrix.flavor(m))
         runs += _baseline_level(matrix.flavor(m))
     extra = [f for f in matrix.flavors if not f.published]
@@ -87,6 +88,48 @@ def _accelerated(flavor: Flavor, how: How) -> List[dict]:
         }
         for style, args in sorted(flavor.accelerators.items())
     ]
+
+
+def _on_runtimes(flavor: Flavor, published: List[str]) -> List[dict]:
+    """A flavor built for an ABI that other MPIs implement beside their own
+    (the MPI-5 standard ABI) runs once more on each of them, its runtime
+    module loaded, where the same application is published built natively
+    with that MPI: what the ABI costs on the same MPI, side by side (goals
+    of kind abi_gap)."""
+    matrix = stack.load()
+    runs = []
+    for runtime in matrix.runtimes:
+        if runtime.translator or flavor.mpi_abi not in runtime.serves or flavor.mpi_abi == runtime.abi:
+            continue
+        native = next((m for m in published if _native_on(matrix.flavor(m), flavor, runtime)), None)
+        if native is None:
+            continue
+        runs.append(
+            {
+                "name": f"{flavor.module_name}-on-{runtime.name}",
+                "of": native,
+                "label": f"{flavor.module_name} on {runtime.module_name}",
+                "app": flavor.app.module,
+                "kind": "abi_runtime",
+                "how": How(
+                    modules=(flavor.module_name, runtime.module_name),
+                    no_own_level=dispatch.without_own_level(publish.current_release(), flavor),
+                ),
+                "not_checked": _not_checked(flavor),
+            }
+        )
+    return runs
+
+
+def _native_on(candidate: Flavor, flavor: Flavor, runtime: Runtime) -> bool:
+    """candidate is flavor's application, version, compiler, math and
+    threads, built natively with the runtime's MPI."""
+    return (candidate.mpi, candidate.mpi_abi) == (runtime.name, runtime.abi) and (
+        candidate.app,
+        candidate.compiler,
+        candidate.math,
+        candidate.threads,
+    ) == (flavor.app, flavor.compiler, flavor.math, flavor.threads)
 
 
 def _not_checked(flavor: Flavor, style: str = "") -> Dict[str, str]:

@@ -109,7 +109,8 @@ def _figure(init: Path, run: dict, problem: problems.Problem, rundir: Path, name
 
 
 def _pairs(init: Path, fat: dict, native: dict, problem: problems.Problem, workdir: Path, most: int) -> dict:
-    """Pairs until the interval resolves the goal or a bound is reached."""
+    """Pairs until the interval resolves the goal or a bound is reached (fat:
+    the side whose cost is measured, native: what it is measured against)."""
     name, how = next(iter(problem["figures"].items()))
     ratios: List[float] = []
     native_seconds: List[float] = []
@@ -124,7 +125,7 @@ def _pairs(init: Path, fat: dict, native: dict, problem: problems.Problem, workd
         native_seconds.append(values[native["name"]][1])
         print(
             f"==> report: {problem.app}: pair {len(ratios)} ({' then '.join(c['label'] for c in pair)}): "
-            f"fat/native {ratios[-1]:.4f}; so far {describe(interval(ratios))}",
+            f"{fat['label']} / {native['label']} {ratios[-1]:.4f}; so far {describe(interval(ratios))}",
             flush=True,
         )
         if resolved(interval(ratios)) or time.monotonic() - start > TIME_BUDGET_S:
@@ -172,6 +173,24 @@ def measure_pairs(init: Path, runs: List[dict], app: str, workdir: Path, reduced
             row["error"] = str(err)
         if row["same_build"] and not row["error"]:
             row["same_build"]["bound"] = start_cost.bound(row["same_build"], problem["ranks"], row["job_s"])
+        found.append(row)
+    return found
+
+
+def measure_abi_pairs(init: Path, runs: List[dict], app: str, workdir: Path, reduced: bool) -> List[dict]:
+    """Each run of a flavor on another MPI's runtime for its ABI (kind
+    abi_runtime: the standard ABI on Intel MPI) against the flavor built
+    natively with that MPI, in alternating pairs, as fat against native."""
+    problem = _headline_case(app, reduced)
+    by_name = {c["name"]: c for c in runs}
+    found = []
+    for crossing in [c for c in runs if c["kind"] == "abi_runtime" and c["of"] in by_name] if problem else []:
+        native = by_name[crossing["of"]]
+        row = {"fat": crossing["label"], "native": native["name"], "case": problem.case, "error": None}
+        try:
+            row.update(_pairs(init, crossing, native, problem, workdir / app, MIN_PAIRS if reduced else MAX_PAIRS))
+        except problems.ProblemError as err:
+            row["error"] = str(err)
         found.append(row)
     return found
 

@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from onestack import data, files, paths, spack
 from onestack.errors import OnestackError
@@ -59,6 +59,23 @@ def archive_sources(archives: Dict[str, str]) -> List[dict]:
             {"spec": spec, "kind": "test input", "sha256": sha256, "commit": None, "url": None, "mirror_path": path}
         )
     return sources
+
+
+def archive_path(spec: str, sha256: Optional[str]) -> Path:
+    """The verified archive of a version no flavor fetches (archive_sources),
+    in the mirror or Spack's download cache, by Spack's content-addressed name."""
+    found = [
+        f
+        for root in (paths.mirror(), paths.source_cache())
+        if sha256
+        for f in (root / "_source-cache" / "archive" / sha256[:2]).glob(f"{sha256}*")
+    ]
+    if not found:
+        raise MirrorError(
+            f"no source archive of {spec} (sha256 {sha256}) in the mirror or source cache: run `make mirror` "
+            f"(offline: with the clone variable of {OFFLINE_SOURCES} for it set)"
+        )
+    return found[0]
 
 
 def _present(source: dict) -> bool:

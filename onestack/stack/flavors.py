@@ -210,6 +210,14 @@ class Runtime:
     def translator(self) -> bool:
         return bool(self.to)
 
+    def preload_paths(self, prefix: Path) -> List[str]:
+        """What a translator's processes load first: its own libraries by
+        path, the target MPI's by name (found on the loader's path)."""
+        return [str(prefix / p) if "/" in p else p for p in self.preload]
+
+    def library_dirs(self, prefix: Path) -> List[str]:
+        return [str(prefix / folder) for folder in self.library_path]
+
 
 @dataclass(frozen=True)
 class Matrix:
@@ -246,6 +254,11 @@ class Matrix:
     def mpi_spec(self, name: str) -> str:
         """The Spack spec of an MPI of components.yaml on the site's fabric."""
         return _mpi_spec(self.components["mpis"][name], self.site.fabric)
+
+    def mpi_env(self, name: str) -> Tuple[Setting, ...]:
+        """The settings of an MPI of components.yaml on the site's fabric."""
+        mpi = self.components["mpis"][name]
+        return _settings(mpi["env"], mpi["fabrics"][self.site.fabric]["env"])
 
 
 # The exec-time dispatcher in front of every flavor's programs: built for

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from onestack.cluster import pingpong
+from onestack.cluster import mpis, pingpong
 
-MPICH = next(mpi for mpi in pingpong.DEBIAN_MPIS if mpi.name == "mpich")
+MPICH = next(mpi for mpi in mpis.DEBIAN_MPIS if mpi.name == "mpich")
 # A ping-pong that would run for days: the fault always strikes mid-job.
 ENDLESS_JOB = """#!/bin/bash
 srun --nodes=2 --ntasks=2 --mpi="$SRUN_MPI" "$PINGPONG" 1000000000 1 1 1000000

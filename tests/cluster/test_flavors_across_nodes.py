@@ -13,7 +13,7 @@ import pytest
 from conftest import flavor_how, require_published, run_flavors
 
 from onestack import problems, stack
-from onestack.cluster import pingpong
+from onestack.cluster import mpis
 from onestack.problems import check
 from onestack.stack import cover
 
@@ -67,7 +67,7 @@ def _crossed(before: dict, after: dict) -> int:
 
 def _finalize_hang(outcome, checks) -> bool:
     """A run of Debian's MPICH that printed all its results, then hung in
-    MPI_Finalize until the job's time limit (pingpong.FINALIZE_HANG): its
+    MPI_Finalize until the job's time limit (mpis.FINALIZE_HANG): its
     results count; the hang is the MPI's known defect, not the flavor's."""
     mpich = stack.load().flavor(outcome.how.modules[0]).mpi == "mpich"
     complete = (
@@ -94,7 +94,7 @@ def _run(cluster, problem, how, workdir, init_script, threads=1):
     hosts = check.hosts(outcome.printed)
     print(
         f"{' '.join(how.modules)} {problem.name} ({how.launcher[0]}): hosts {hosts}, {crossed / 1e6:.1f} MB "
-        f"crossed; " + "; ".join(map(str, checks)) + (f"; {pingpong.FINALIZE_HANG}" if hung else "")
+        f"crossed; " + "; ".join(map(str, checks)) + (f"; {mpis.FINALIZE_HANG}" if hung else "")
     )
     assert all(c.passed for c in checks), "\n".join(map(str, checks))
     assert len(hosts) == 2, f"the ranks ran on {hosts}, not on 2 hosts"

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from onestack.cluster import pingpong
+from onestack.cluster import mpis, pingpong
 
-MPIS = {mpi.name: mpi for mpi in pingpong.DEBIAN_MPIS}
+MPIS = {mpi.name: mpi for mpi in mpis.DEBIAN_MPIS}
 # Few iterations, at most 2 s each: the figures do not matter here, the bytes
 # do (up to ~70 MB each way).
 QUICK_ARGS = "1000 4 3 2"
@@ -51,7 +51,7 @@ def run_across_nodes(cluster, script_text: str, mpi, exe: Path, folder: Path):
 
 def check_two_hosts_and_bytes(cluster, mpi, job, before, after) -> dict:
     if mpi.name == "mpich" and job.state == "TIMEOUT" and pingpong.complete(job.output):
-        print(f"job {job.id}: {pingpong.FINALIZE_HANG}")  # a known defect of the MPI, not of the cluster
+        print(f"job {job.id}: {mpis.FINALIZE_HANG}")  # a known defect of the MPI, not of the cluster
     else:
         assert job.state == "COMPLETED", job.output
     found = pingpong.parse(job.output)
@@ -73,7 +73,7 @@ def test_srun_starts_a_job_across_two_nodes(name, virtual_cluster, programs, tmp
     mpi = MPIS[name]
     job, before, after = run_across_nodes(virtual_cluster, SRUN_JOB, mpi, programs[name], tmp_path)
     check_two_hosts_and_bytes(virtual_cluster, mpi, job, before, after)
-    transports = pingpong.transports(mpi, job.output)
+    transports = mpis.transports(mpi, job.output)
     print(f"{name} between the nodes: {transports}")
     assert transports and all("tcp" in t for t in transports), f"{name} did not use TCP between the nodes"
 

@@ -322,7 +322,7 @@ def goal_numbers() -> Dict[str, List[str]]:
         value = goal.get("at_least", goal.get("at_most"))
         if value is None:
             continue
-        forms = [f"{value * 100:g}%"] if goal["kind"] in ("peak_share", "native_gap") else [f"{value:g}x"]
+        forms = [f"{value * 100:g}%"] if goal["kind"] in ("peak_share", "native_gap", "abi_gap") else [f"{value:g}x"]
         numbers[goal["goal"]] = forms
     return numbers
 

@@ -145,6 +145,15 @@ def test_the_native_gap_goal_is_met_only_when_the_whole_interval_is_within_it():
     assert goals.native_gap(goal, {}, {})["verdict"] == "not measured: no native twin built"
 
 
+def test_the_abi_gap_goal_is_judged_on_its_own_pairs():
+    goal = {"at_most": 0.01}
+    rows = _gap(0.012, 0.03)["native_pairs"]
+    assert goals.abi_gap(goal, {"abi_pairs": rows}, {})["verdict"] == "MISSED"
+    assert goals.abi_gap(goal, {"native_pairs": _gap(-0.004, 0.008)["native_pairs"]}, {})["verdict"].startswith(
+        "not measured: no standard-ABI flavor"
+    )
+
+
 def test_where_the_dispatcher_runs_the_twins_own_build_the_gap_is_its_start():
     """Whole pairs of one build against itself resolve only the machine's
     noise; the gap is then the dispatcher's start, bounded per rank against
@@ -248,3 +257,11 @@ def test_the_level_gain_is_judged_on_a_host_of_its_level_only(monkeypatch):
     monkeypatch.setattr(goals.host, "level", lambda: "v3")
     elsewhere = goals.level_gain(goal, gmx, {})
     assert elsewhere["verdict"] == "not measured: this host is x86-64-v3, the goal is for x86-64-v4", elsewhere
+
+
+def test_a_standard_abi_flavor_is_set_against_the_native_build_of_the_mpi_that_serves_it():
+    matrix = stack.load()
+    abi_build = matrix.flavor("hpl/openblas-mpiabi")
+    impi = next(r for r in matrix.runtimes if r.name == "impi")
+    natives = [f.module_name for f in matrix.flavors if f.published and measure._native_on(f, abi_build, impi)]
+    assert natives == ["hpl/openblas-impi"]

@@ -1,7 +1,7 @@
 # Runs inside `spack python` (see onestack/spack/__init__.py:query). Argument: a JSON list
 # of abstract specs. Prints, as JSON, for each the prefix of an installed spec
 # that satisfies it, or null: where a component Spack builds for the stack
-# (MVAPICH2) is, for a program built outside Spack against it (the ping-pong).
+# (MVAPICH2) is, for a program built outside Spack against it (the MPI benchmarks).
 import json
 import sys
 

@@ -1,0 +1,98 @@
+"""The Intel MPI Benchmarks on the cluster, for each MPI of the stack
+(Debian's MPICH and Open MPI, the pinned Intel MPI, MVAPICH2 as Spack built
+it, MPICH 5's wheel) with its flavors' settings: within a node the MPI uses
+shared memory, between nodes the network, and small-message latency shows it
+(at least 5x lower within a node). And the executables that cross MPIs: one
+file built for the MPI-5 standard ABI runs on MPICH 5 and on Intel MPI, each
+run naming the library that served it; an MPICH build runs on Open MPI
+through the translation layer, Open MPI naming its transports."""
+
+import hashlib
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from onestack.cluster import imb
+
+NATIVE = ["mpich", "openmpi", "impi", "mvapich2", "mpich5"]
+# What each names between the nodes: UCX's TCP on the node's interface, Open
+# MPI's TCP BTL, the OFI provider the site's fabric sets for Intel MPI, and
+# the one MPICH 5's libfabric picks. MVAPICH2's nemesis names none
+# (mpis.mvapich2): its latency speaks.
+NETWORK = {"mpich": "tcp/eth0", "openmpi": "tcp", "impi": "tcp", "mvapich2": None, "mpich5": "sockets"}
+STANDARD_ABI = ["mpi5>mpich5", "mpi5>impi"]
+# What each run of the standard-ABI file says of the library that served it.
+SERVED_BY = {"mpi5>mpich5": "MPICH 5.0.2", "mpi5>impi": "library kind: release_mpi5"}
+TRANSLATED = "mpich>openmpi-wi4mpi"
+
+
+@pytest.fixture(scope="module")
+def pairings():
+    return {p.name: p for p in imb.pairings()}
+
+
+@pytest.fixture(scope="module")
+def results(virtual_cluster, pairings):
+    measured = imb.benchmark(virtual_cluster, list(pairings.values()), imb.REDUCED)
+    print("\n" + imb.table(measured))
+    return measured
+
+
+def _runs(results, name):
+    runs = [r for r in results if r.pairing == name]
+    if not runs:
+        pytest.skip(f"{name} is not on this machine (MVAPICH2 and Wi4MPI: `make stack` builds them)")
+    return (next(r for r in runs if r.nodes == n) for n in (1, 2))
+
+
+@pytest.mark.parametrize("name", NATIVE + STANDARD_ABI + [TRANSLATED])
+def test_one_node_then_two(name, results):
+    within, between = _runs(results, name)
+    assert len(within.hosts) == 2 and len(set(within.hosts)) == 1, f"{name}: ranks on {within.hosts}"
+    assert len(set(between.hosts)) == 2, f"{name}: ranks on {between.hosts}"
+
+
+@pytest.mark.parametrize("mpi", NATIVE)
+def test_transport_within_and_between_nodes(mpi, pairings, results):
+    within, between = _runs(results, mpi)
+    shared_memory = pairings[mpi].runs_on.shared_memory
+    if shared_memory:
+        assert within.transports and set(" ".join(within.transports).split()) <= set(shared_memory), within
+    assert between.transports == ([NETWORK[mpi]] if NETWORK[mpi] else []), between
+
+
+@pytest.mark.parametrize("mpi", NATIVE)
+def test_small_messages_are_5x_faster_within_a_node(mpi, results):
+    _runs(results, mpi)
+    ratio = imb.latency_ratio(results, mpi)
+    assert ratio >= 5, f"{mpi}: inter-node latency only {ratio:.1f}x the intra-node one"
+
+
+def _needed(exe: Path) -> set:
+    dynamic = subprocess.run(["readelf", "-d", str(exe)], text=True, capture_output=True, check=True).stdout
+    return {line.split("[")[1].rstrip("]") for line in dynamic.splitlines() if "(NEEDED)" in line}
+
+
+def test_the_standard_abi_build_needs_only_libmpi_abi(virtual_cluster, pairings):
+    exe = imb.build(pairings[STANDARD_ABI[0]].built, virtual_cluster.config.workdir / "bench")
+    mpi_libraries = {lib for lib in _needed(exe) if "mpi" in lib}
+    assert mpi_libraries == {"libmpi_abi.so.1"}, f"{exe} needs {sorted(_needed(exe))}"
+
+
+@pytest.mark.parametrize("name", STANDARD_ABI)
+def test_one_standard_abi_file_runs_on_each_mpi(name, results):
+    """The same file (one sha256) for every runtime, each run naming its MPI."""
+    within, between = _runs(results, name)
+    programs = {r.program for r in results if r.pairing in STANDARD_ABI}
+    assert len(programs) == 1, f"the standard-ABI runs used {sorted(programs)}"
+    print(f"{name}: {programs.pop()}, sha256 {hashlib.sha256(Path(within.program).read_bytes()).hexdigest()}")
+    for run in (within, between):
+        assert SERVED_BY[name] in run.library, f"{name} on {run.nodes} node(s) was served by {run.library or '?'}"
+
+
+def test_an_mpich_build_runs_on_open_mpi_through_the_translator(pairings, results):
+    within, between = _runs(results, TRANSLATED)
+    assert pairings[TRANSLATED].built.name == "mpich"
+    assert within.transports and set(within.transports) <= {"vader"}, within
+    assert between.transports == ["tcp"], between

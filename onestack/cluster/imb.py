@@ -15,10 +15,12 @@ MPI into the site environment, whose every solve would then carry a
 benchmark that no flavor links."""
 
 import hashlib
+import os
 import re
 import shutil
 import subprocess
 import tarfile
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,15 +107,16 @@ def build(mpi: Mpi, bench_dir: Path) -> Path:
     exe = bench_dir / f"{PROGRAM}-{mpi.name}-{key}"
     if exe.is_file():
         return exe
-    with files.replacing(bench_dir / f"build-{mpi.name}") as work:
-        shutil.copytree(source_dir / "src_cpp", work / "src_cpp")
-        shutil.copytree(source_dir / "src_c", work / "src_c")
-        make = ["make", "-C", str(work / "src_cpp"), "-f", "Makefile", "-j2", "TARGET=MPI1"]
+    with tempfile.TemporaryDirectory(dir=bench_dir) as tmp:
+        work = Path(tmp)
+        for folder in ("src_cpp", "src_c"):  # src_cpp includes headers of ../src_c
+            shutil.copytree(source_dir / folder, work / folder)
         proc = subprocess.run(
-            [*make, f"CC={mpi.mpicc}", f"CXX={mpi.mpicxx}"],
+            ["make", "-C", str(work / "src_cpp"), "-f", "Makefile", "-j2", "TARGET=MPI1"]
+            + [f"CC={mpi.mpicc}", f"CXX={mpi.mpicxx}"],
             text=True,
             capture_output=True,
-            env=dict(mpi.env),
+            env={**os.environ, **dict(mpi.env)},
         )
         if proc.returncode != 0:
             raise ClusterError(

@@ -8,6 +8,7 @@ verbose settings under which it names the transport it took."""
 import json
 import re
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import List, Optional, Tuple
 
 from onestack import paths, spack, stack
@@ -174,9 +175,10 @@ def translated(name: str) -> Optional[Mpi]:
     in every process (as mpi-runtime/<name> sets them), where Spack has
     installed it; None otherwise."""
     runtime = next(r for r in stack.load().runtimes if r.name == name)
-    prefix = _installed_prefix(runtime.spec)
-    if prefix is None:
+    installed = _installed_prefix(runtime.spec)
+    if installed is None:
         return None
+    prefix = Path(installed)
     target = next(m for m in DEBIAN_MPIS if m.name == runtime.to)
     from_layer = [(s.name, s.value) for s in runtime.env if s.name != "SLURM_MPI_TYPE"]
     loading = (

@@ -15,6 +15,7 @@ MPI into the site environment, whose every solve would then carry a
 benchmark that no flavor links."""
 
 import hashlib
+import math
 import os
 import re
 import shutil
@@ -180,6 +181,8 @@ def _ended_well(proc, tables: dict) -> bool:
 
 
 def _start_seconds(cluster, pairing: Pairing, exe: Path, nodes: int) -> float:
+    """The job's seconds, srun to its end; NaN for a job that hung in
+    MPI_Finalize (its time limit is no start-up figure)."""
     start = time.monotonic()
     proc = _srun(cluster, pairing, nodes, str(exe), "Barrier", "-npmin", "2", "-iter", "1", env={})
     seconds = time.monotonic() - start
@@ -187,7 +190,7 @@ def _start_seconds(cluster, pairing: Pairing, exe: Path, nodes: int) -> float:
         raise ClusterError(
             f"{pairing.name}: a job of one barrier failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}"
         )
-    return seconds
+    return seconds if proc.returncode == 0 else math.nan
 
 
 def measure(cluster, pairing: Pairing, exe: Path, nodes: int, repeat: Sequence[str] = FULL) -> Measurement:

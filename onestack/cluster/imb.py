@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from onestack import files, spack, stack
+from onestack import files, paths, spack, stack
 from onestack.cluster import mpis
 from onestack.cluster.config import ClusterError
 from onestack.cluster.mpis import Mpi
@@ -90,11 +90,17 @@ def source() -> Dict[str, str]:
     return {spec: spack.query("version_archives", spec)[spec]}
 
 
-def _unpacked(bench_dir: Path) -> Path:
+def bench_dir() -> Path:
+    """Where the builds are kept, from one run and one cluster to the next
+    (the nodes see this machine's filesystem)."""
+    return paths.cache() / "mpi-benchmarks"
+
+
+def _unpacked() -> Path:
     """The source, unpacked once per archive into the cluster's folder."""
     ((spec, sha256),) = source().items()
     archive = mirror.archive_path(spec, sha256)
-    folder = bench_dir / f"imb-{sha256[:12]}"
+    folder = bench_dir() / f"imb-{sha256[:12]}"
     if not folder.is_dir():
         with files.replacing(folder) as partial, tarfile.open(archive) as tar:
             partial.mkdir()
@@ -102,15 +108,18 @@ def _unpacked(bench_dir: Path) -> Path:
     return next(folder.iterdir())
 
 
-def build(mpi: Mpi, bench_dir: Path) -> Path:
+def build(mpi: Mpi) -> Path:
     """IMB-MPI1 built with mpi's wrappers (reused while the source and the
     wrappers are the same): IMB's Makefile in a copy of its sources."""
-    source_dir = _unpacked(bench_dir)
-    key = hashlib.sha256(f"{source_dir}\n{mpi.mpicc}\n{mpi.mpicxx}".encode()).hexdigest()[:12]
-    exe = bench_dir / f"{PROGRAM}-{mpi.name}-{key}"
+    source_dir = _unpacked()
+    wrapper = Path(shutil.which(mpi.mpicxx) or mpi.mpicxx)
+    if not wrapper.is_file():
+        raise ClusterError(f"{mpi.name}'s C++ wrapper {mpi.mpicxx} is not on this machine")
+    identity = f"{source_dir}\n{mpi.mpicc}\n{wrapper}\n{wrapper.stat().st_mtime}"
+    exe = bench_dir() / f"{PROGRAM}-{mpi.name}-{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
     if exe.is_file():
         return exe
-    with tempfile.TemporaryDirectory(dir=bench_dir) as tmp:
+    with tempfile.TemporaryDirectory(dir=bench_dir()) as tmp:
         work = Path(tmp)
         for folder in ("src_cpp", "src_c"):  # src_cpp includes headers of ../src_c
             shutil.copytree(source_dir / folder, work / folder)
@@ -239,10 +248,9 @@ def measure(cluster, pairing: Pairing, exe: Path, nodes: int, repeat: Sequence[s
 
 def benchmark(cluster, chosen: Optional[Sequence[Pairing]] = None, repeat: Sequence[str] = FULL) -> List[Measurement]:
     """Each pairing (default: all) within a node and between two nodes."""
-    bench_dir = cluster.config.workdir / "bench"
     results = []
     for pairing in pairings() if chosen is None else chosen:
-        exe = build(pairing.built, bench_dir)
+        exe = build(pairing.built)
         results += [measure(cluster, pairing, exe, nodes, repeat) for nodes in (1, 2)]
     return results
 

@@ -9,8 +9,8 @@ translation layer.
 
 The source is the version components.yaml `mpi_benchmarks` names, admitted
 into the mirror by the sha256 Spack's builtin recipe declares for it. IMB's
-own Makefile builds it with each MPI's C++ wrapper (as that recipe does) in
-the cluster's folder, not Spack: a Spack build per MPI would put a root per
+own Makefile builds it with each MPI's C++ wrapper (as that recipe does)
+into the cache (bench_dir), not Spack: a Spack build per MPI would put a root per
 MPI into the site environment, whose every solve would then carry a
 benchmark that no flavor links."""
 
@@ -97,7 +97,7 @@ def bench_dir() -> Path:
 
 
 def _unpacked() -> Path:
-    """The source, unpacked once per archive into the cluster's folder."""
+    """The source, unpacked once per archive."""
     ((spec, sha256),) = source().items()
     archive = mirror.archive_path(spec, sha256)
     folder = bench_dir() / f"imb-{sha256[:12]}"

@@ -141,8 +141,7 @@ def standard_abi() -> Mpi:
 
 
 def _installed_prefix(spec: str) -> Optional[str]:
-    """Where Spack installed a spec, or None (also where no Spack is set up:
-    `make cluster-bench` needs only the venv)."""
+    """Where Spack installed a spec, or None (also where no Spack is set up)."""
     if not (paths.spack_root() / "bin" / "spack").is_file():
         return None
     return spack.query("installed_prefix", json.dumps([spec]))[spec]

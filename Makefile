@@ -115,7 +115,7 @@ cluster-down: venv
 	@$(CLUSTER) down
 
 # The Intel MPI Benchmarks within a node and between nodes, per MPI and per
-# crossing of MPIs (after `make cluster`; onestack/cluster/imb.py), its source
-# from the mirror.
-cluster-bench: mirror
+# crossing of MPIs (after `make cluster`; onestack/cluster/imb.py); its source
+# comes from the mirror, which `make stack` and `make test` fill.
+cluster-bench: venv
 	@$(CLUSTER) bench

@@ -2,6 +2,7 @@
 cluster, cluster-env, cluster-down targets): the virtual Slurm cluster."""
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 from onestack import cluster
 from onestack.cluster import config, imb
 from onestack.errors import OnestackError
+from onestack.stack import site
 
 
 def cmd_up(conf: config.Config) -> None:
@@ -63,6 +65,8 @@ def main(argv=None) -> int:
     )
     args = parser.parse_args(argv)
     try:
+        # The stack's MPIs (bench) live under the site's prefix, as for bin/onestack.
+        os.environ["ONESTACK_PREFIX"] = str(site.prefix())
         COMMANDS[args.command](config.load(args.config))
     except OnestackError as err:
         print(f"error: {err}", file=sys.stderr)

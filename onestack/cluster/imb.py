@@ -14,6 +14,7 @@ into the cache (bench_dir), not Spack: a Spack build per MPI would put a root pe
 MPI into the site environment, whose every solve would then carry a
 benchmark that no flavor links."""
 
+import functools
 import hashlib
 import math
 import os
@@ -84,8 +85,10 @@ class Measurement:
     program: str = ""  # the executable that ran
 
 
+@functools.lru_cache(maxsize=None)
 def source() -> Dict[str, str]:
-    """name@version -> the sha256 its recipe declares (for `make mirror`)."""
+    """name@version -> the sha256 its recipe declares (for `make mirror`),
+    asked of Spack once per process (each build needs it)."""
     spec = stack.load().components["mpi_benchmarks"]
     return {spec: spack.query("version_archives", spec)[spec]}
 

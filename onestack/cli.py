@@ -12,7 +12,7 @@ from onestack.cluster import imb
 from onestack.errors import OnestackError
 from onestack.images import apptainer, keys, push
 from onestack.images import flavor as images
-from onestack.modules import lmod, publish
+from onestack.modules import dispatch, lmod, publish
 from onestack.spack import environment, mirror, scope
 from onestack.stack import cpus, site
 
@@ -132,11 +132,14 @@ def cmd_check(args) -> None:
     through `module load`, checked against their references (a CI test job)."""
     failed = []
     for flavor in (f for f in _selected(args) if f.published):
+        # A flavor without a build for this host's level cannot pass the
+        # checks of its own level's code (their `own_level`): said, not failed.
+        no_own_level = dispatch.without_own_level(publish.current_release(), flavor)
         for case in problems.load(flavor.app.module):
             with tempfile.TemporaryDirectory() as tmp:
                 checks = problems.run(
                     problems.of_flavor(flavor, case),
-                    problems.How(modules=(flavor.module_name,)),
+                    problems.How(modules=(flavor.module_name,), no_own_level=no_own_level),
                     Path(tmp),
                     publish.init_script(),
                 )

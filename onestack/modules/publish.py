@@ -15,7 +15,7 @@ import signal
 import stat
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import yaml
 
@@ -177,9 +177,7 @@ def _flavor_modules(release: Path, selected: List[Flavor], roots: Dict[str, dict
             launcher_dir=_launcher_dir(release, flavor),
             dispatch=dispatch.write(release, flavor, roots),
             preload_path=flavor.preload.path(roots[flavor.preload.package]["prefix"]) if flavor.preload else "",
-            runtimes=[
-                r.module_name for r in stack.load().runtimes if flavor.mpi_abi in r.serves and r.name != flavor.mpi
-            ],
+            runtimes=[r.module_name for r in _runtimes(roots) if flavor.mpi_abi in r.serves and r.name != flavor.mpi],
         )
 
 
@@ -247,8 +245,8 @@ def _admin_list(release: Path, selected: List[Flavor]) -> Path:
 
 def _runtime_modules(release: Path, roots: Dict[str, dict]) -> List[str]:
     """mpi-runtime/<name> for each MPI offered as an ABI runtime, and for
-    each translation layer (components.yaml `translators`)."""
-    for runtime in stack.load().runtimes:
+    each translation layer (components.yaml `translators`), that is installed."""
+    for runtime in _runtimes(roots):
         shim = release / "mpi-runtime" / runtime.name
         module = release / "flavors" / "mpi-runtime" / f"{runtime.name}.lua"
         root = roots[runtime.spec]
@@ -272,9 +270,9 @@ def _runtime_modules(release: Path, roots: Dict[str, dict]) -> List[str]:
                 library_path=runtime.library_dirs(prefix),
             )
             continue
-        layout = vendor.environment(root["name"])
-        abi.link_aliases(runtime.serves, layout["component_dir"] / "lib", shim / "lib")
-        _checked_launchers(release, runtime, shim, layout["component_dir"] / vendor.every()[root["name"]]["launcher"])
+        lib, launcher, environment = _runtime_layout(runtime, root)
+        abi.link_aliases(runtime.serves, lib, shim / "lib")
+        _checked_launchers(release, runtime, shim, launcher)
         _render(
             "mpi-runtime.lua.j2",
             module,
@@ -282,9 +280,29 @@ def _runtime_modules(release: Path, roots: Dict[str, dict]) -> List[str]:
             root=root,
             release=release.name,
             shim_dir=shim,
-            vendor_env={"set": layout["set"], "prepend": layout["prepend"]},
+            vendor_env=environment,
         )
-    return [runtime.module_name for runtime in stack.load().runtimes]
+    return [runtime.module_name for runtime in _runtimes(roots)]
+
+
+def _runtime_layout(runtime, root: dict) -> Tuple[Path, Path, dict]:
+    """A runtime's library folder, launcher and environment: a vendor
+    library's layout (setup/vendor.yaml), else its Spack install prefix's
+    (bin, lib, and its MPI's `launcher` in components.yaml, else mpirun)."""
+    if root["name"] in vendor.every():
+        layout = vendor.environment(root["name"])
+        folder = layout["component_dir"]
+        launcher = folder / vendor.every()[root["name"]]["launcher"]
+        return folder / "lib", launcher, {"set": layout["set"], "prepend": layout["prepend"]}
+    prefix = Path(root["prefix"])
+    launcher = prefix / "bin" / (stack.load().components["mpis"][runtime.name]["launcher"] or "mpirun")
+    prepend = [("PATH", prefix / "bin"), ("LD_LIBRARY_PATH", prefix / "lib")]
+    return prefix / "lib", launcher, {"set": [], "prepend": prepend}
+
+
+def _runtimes(roots: Dict[str, dict]) -> list:
+    """The MPI runtimes installed here (spack.installed leaves the others out)."""
+    return [runtime for runtime in stack.load().runtimes if runtime.spec in roots]
 
 
 def _checked_launchers(release: Path, runtime, shim: Path, launcher) -> None:

@@ -41,9 +41,9 @@ def _say_levels_left_out(selected: List[Flavor]) -> None:
 
 
 def render(selected: List[Flavor], out: Optional[Path] = None, ci: bool = False) -> Path:
-    """Write the Spack config for the selected flavors and their level
-    builds (with ci, those of `levels.ci_build`), by default where
-    spack.yaml includes it from."""
+    """Write the Spack config for the selected flavors, their level builds
+    and the MPI runtimes (with ci, those of `levels.ci_build` and the runtimes
+    with `ci_build`), by default where spack.yaml includes it from."""
     matrix = stack.load()
     projections: Dict[str, str] = {}
     for flavor in sorted(selected, key=lambda f: not f.variants):  # the more specific keys first
@@ -61,7 +61,7 @@ def render(selected: List[Flavor], out: Optional[Path] = None, ci: bool = False)
     config = {
         "definitions": [
             {"flavors": [spec for f in selected for spec in f.specs(ci)]},
-            {"runtimes": [r.spec for r in matrix.runtimes] + [DISPATCHER, *preloads]},
+            {"runtimes": [r.spec for r in matrix.runtimes if r.ci_build or not ci] + [DISPATCHER, *preloads]},
         ],
         "modules": {"default": {"lmod": {"projections": projections, "exclude": hidden}}},
         "packages": {"all": {"target": [cpus.baseline_target()], "permissions": _permissions(matrix.site)}},

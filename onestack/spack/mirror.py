@@ -140,42 +140,69 @@ def _commit_archive(source: dict, how: dict) -> None:
     """A version the recipe pins by git commit: the commit is the checksum.
 
     Spack's mirror keeps such a version as a tar.gz of the commit's tree under
-    one top folder (what `spack mirror create` writes); `git archive` of the
-    commit, resolved in the clone to exactly that id, is that tree, less the
-    files `omit` names (each with why no build step reads it)."""
+    one top folder, its submodules checked out in it (what `spack mirror
+    create` writes); `git archive` of the commit, resolved in the clone to
+    exactly that id, is that tree, less the files `omit` names (each with why
+    no build step reads it), plus each submodule at the commit its parent's
+    tree records, from the clone `submodules` names for it."""
     variable, commit = how["clone_variable"], source["commit"]
+    clone = _verified_clone(variable, commit, source["url"])
+    with tempfile.TemporaryDirectory(dir=paths.cache()) as tmp:
+        tree = Path(tmp) / "spack-src"
+        _extract(variable, clone, commit, tree, [f":(exclude){path}" for path in how["omit"]])
+        pinned = {"": (clone, commit)}
+        for path, sub_variable in sorted(how["submodules"].items()):
+            parent = max((p for p in pinned if not p or path.startswith(p + "/")), key=len)
+            parent_clone, parent_commit = pinned[parent]
+            sub_commit = _gitlink(parent_clone, parent_commit, path[len(parent) :].lstrip("/"), path)
+            pinned[path] = (_verified_clone(sub_variable, sub_commit, f"the submodule {path}"), sub_commit)
+            _extract(sub_variable, pinned[path][0], sub_commit, tree / path, [])
+        with files.replacing(paths.mirror() / source["mirror_path"]) as partial:
+            subprocess.run(["tar", "-czf", str(partial), "-C", tmp, "spack-src"], check=True)
+    with_submodules = f" with {len(how['submodules'])} submodules" if how["submodules"] else ""
+    print(
+        f"==> mirror: admitted {source['spec']} {source['kind']} "
+        f"(git archive of commit {commit}{with_submodules} from ${variable})"
+    )
+
+
+def _verified_clone(variable: str, commit: str, what: str) -> str:
+    """The clone a variable names, which must resolve commit to itself."""
     clone = _clone(variable, f"commit {commit}")
     proc = subprocess.run(
         ["git", "-C", clone, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"], text=True, capture_output=True
     )
     if proc.returncode != 0 or proc.stdout.strip() != commit:
-        raise MirrorError(f"{variable}={clone} has no commit {commit}: set it to a clone of {source['url']}")
-    target = paths.mirror() / source["mirror_path"]
-    left_out = [f":(exclude){path}" for path in how["omit"]]
-    # Quiet unless it fails: git names a blob the clone lacks even when the
-    # pathspec leaves its file out (the case `omit` exists for).
-    with files.replacing(target) as partial:
-        proc = subprocess.run(
-            [
-                "git",
-                "-C",
-                clone,
-                "archive",
-                "--format=tar.gz",
-                "--prefix=spack-src/",
-                "--output",
-                str(partial),
-                commit,
-                "--",
-                ".",
-                *left_out,
-            ],
-            text=True,
-            capture_output=True,
+        raise MirrorError(f"{variable}={clone} has no commit {commit}: set it to a clone of {what}")
+    return clone
+
+
+def _gitlink(clone: str, commit: str, relative: str, path: str) -> str:
+    """The commit a tree records for its submodule at relative."""
+    listed = subprocess.run(["git", "-C", clone, "ls-tree", commit, relative], text=True, capture_output=True).stdout
+    fields = listed.split()
+    if len(fields) < 3 or fields[1] != "commit":
+        raise MirrorError(
+            f"{OFFLINE_SOURCES}: submodules: {path} is not a submodule of commit {commit} ({clone}): remove it"
         )
-        if proc.returncode != 0:
-            raise MirrorError(f"`git archive` of {commit} in ${variable}={clone} failed: {proc.stderr.strip()[-800:]}")
-    print(f"==> mirror: admitted {source['spec']} {source['kind']} (git archive of commit {commit} from ${variable})")
+    return fields[2]
+
+
+def _extract(variable: str, clone: str, commit: str, into: Path, pathspecs: List[str]) -> None:
+    """`git archive` of a commit, extracted into a folder. Quiet unless it
+    fails: git names a blob the clone lacks even when the pathspec leaves its
+    file out (the case `omit` exists for)."""
+    into.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.Popen(
+        ["git", "-C", clone, "archive", "--format=tar", commit, "--", ".", *pathspecs],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    untar = subprocess.run(["tar", "-x", "-C", str(into)], stdin=archive.stdout, capture_output=True)
+    archive.stdout.close()
+    error = archive.stderr.read().decode() or untar.stderr.decode()
+    if archive.wait() != 0 or untar.returncode != 0:
+        raise MirrorError(f"`git archive` of {commit} in ${variable}={clone} failed: {error.strip()[-800:]}")
 
 
 def _admit(source: dict, how: dict) -> None:

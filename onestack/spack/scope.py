@@ -113,7 +113,8 @@ def install_vendors() -> None:
 
 def used_packages() -> set:
     """The Spack packages the components the site can have are made of: each
-    MPI's spec, each math library's providers."""
+    MPI's spec, each math library's providers, and the vendor build tools
+    of those (setup/vendor.yaml `needed_by`)."""
     matrix = stack.load()
     used = set()
     for kind in ("mpis", "math"):
@@ -121,4 +122,4 @@ def used_packages() -> set:
             if not matrix.site.why_unavailable(kind, name):
                 specs = [component["spec"]] if kind == "mpis" else component["providers"].values()
                 used |= {spec.split("@")[0].split()[0] for spec in specs}
-    return used
+    return used | {package for package, how in vendor.every().items() if used & set(how["needed_by"])}

@@ -201,6 +201,9 @@ class Runtime:
     to: str = ""
     preload: Tuple[str, ...] = ()
     library_path: Tuple[str, ...] = ()
+    # Built by `make test` too (components.yaml `ci_build`), else only where
+    # `make stack` built it: its module is published where it is installed.
+    ci_build: bool = True
 
     @property
     def module_name(self) -> str:
@@ -631,6 +634,7 @@ def _runtimes(components: dict, site: Site) -> Tuple[Runtime, ...]:
             mpi["abi"],
             _settings(mpi["env"], mpi["fabrics"][site.fabric]["env"]),
             tuple(mpi.get("serves", [mpi["abi"]])),
+            ci_build=mpi["ci_build"],
         )
         for name, mpi in components["mpis"].items()
         if mpi["runtime"]

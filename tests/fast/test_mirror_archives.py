@@ -37,11 +37,7 @@ def _one_commit_repo(path):
     (path / "autogen.sh").write_text("echo generating\n")
     (path / "test").mkdir()
     (path / "test" / "out").write_text("a test program's recorded output\n")
-    subprocess.run(["git", "-C", str(path), "add", "."], check=True)
-    subprocess.run(
-        ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"], check=True
-    )
-    return subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], text=True, capture_output=True).stdout.strip()
+    return _commit_all(path)
 
 
 def test_a_git_version_is_archived_from_its_commit_or_named_with_its_variable(tmp_path):
@@ -57,7 +53,7 @@ def test_a_git_version_is_archived_from_its_commit_or_named_with_its_variable(tm
         "url": "https://example.org/x.git",
         "mirror_path": f"_source-cache/git/x.git/{commit}.tar.gz",
     }
-    how = {"clone_variable": "TEST_CLONE", "omit": {"test/out": "no build step reads it"}}
+    how = {"clone_variable": "TEST_CLONE", "omit": {"test/out": "no build step reads it"}, "submodules": {}}
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ONESTACK_MIRROR", str(tmp_path / "mirror"))
         mp.delenv("TEST_CLONE", raising=False)
@@ -71,6 +67,58 @@ def test_a_git_version_is_archived_from_its_commit_or_named_with_its_variable(tm
         names = archive.getnames()
     assert "spack-src/autogen.sh" in names
     assert "spack-src/test/out" not in names
+
+
+def test_submodules_are_archived_at_the_commits_their_parents_pin(tmp_path):
+    """openmpi-abi@6.0.0a1: Open MPI's commit with its submodules (PMIx,
+    PRRTE, each with its own nested one) in the one archive, each from the
+    clone its variable names, at the commit its parent's tree records; a
+    path that is no submodule is an error naming it."""
+    _one_commit_repo(tmp_path / "inner")
+    _one_commit_repo(tmp_path / "middle")
+    _add_submodule(tmp_path / "middle", tmp_path / "inner", "config/oac")
+    _one_commit_repo(tmp_path / "top")
+    top = _add_submodule(tmp_path / "top", tmp_path / "middle", "3rd-party/pmix")
+    # Later commits of the submodules' clones are not what the parents pin.
+    (tmp_path / "inner" / "later").write_text("not pinned\n")
+    _commit_all(tmp_path / "inner")
+    source = {
+        "spec": "openmpi-abi@6.0.0a1",
+        "kind": "source",
+        "sha256": None,
+        "commit": top,
+        "url": "https://example.org/top.git",
+        "mirror_path": f"_source-cache/git/top.git/{top}.tar.gz",
+    }
+    submodules = {"3rd-party/pmix": "TEST_MIDDLE", "3rd-party/pmix/config/oac": "TEST_INNER"}
+    how = {"clone_variable": "TEST_TOP", "omit": {}, "submodules": submodules}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ONESTACK_MIRROR", str(tmp_path / "mirror"))
+        for variable, clone in (("TEST_TOP", "top"), ("TEST_MIDDLE", "middle"), ("TEST_INNER", "inner")):
+            mp.setenv(variable, str(tmp_path / clone))
+        with pytest.raises(mirror.MirrorError, match="submodules: test is not a submodule of commit"):
+            mirror._commit_archive(source, {**how, "submodules": {"test": "TEST_INNER"}})
+        mirror._commit_archive(source, how)
+    with tarfile.open(tmp_path / "mirror" / source["mirror_path"]) as archive:
+        names = archive.getnames()
+    assert {"spack-src/3rd-party/pmix/autogen.sh", "spack-src/3rd-party/pmix/config/oac/test/out"} <= set(names)
+    assert "spack-src/3rd-party/pmix/config/oac/later" not in names
+
+
+def _add_submodule(repo, sub, path):
+    subprocess.run(
+        ["git", "-C", str(repo), "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), path],
+        check=True,
+    )
+    return _commit_all(repo)
+
+
+def _commit_all(repo):
+    subprocess.run(["git", "-C", str(repo), "add", "."], check=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "y"], check=True
+    )
+    return subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], text=True, capture_output=True).stdout.strip()
 
 
 def test_a_release_archive_is_made_from_its_tag_as_github_serves_it(tmp_path):

@@ -2,6 +2,7 @@
 published (the tests check what users get, through `module load`)."""
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -34,6 +35,29 @@ def flavor_how(module: str, release: Path, **how) -> problems.How:
 def require_published(module: str, published: list) -> None:
     """A flavor of the run's lists that publish left out was not built."""
     assert module in published, f"{module} is in this run's build lists but not published: its build failed"
+
+
+def abi_runtimes(abi: str) -> list:
+    """The MPI runtimes (translators aside) that run the builds of an ABI."""
+    return [r for r in stack.load().runtimes if abi in r.serves and not r.translator]
+
+
+def runtime_published(runtime, release: Path) -> str:
+    """ "" when the runtime's module is in the release, else why it is not
+    (a runtime make test builds and publish left out failed its build)."""
+    if runtime.module_name in publish.release_manifest(release)["runtimes"]:
+        return ""
+    assert not runtime.ci_build, f"{runtime.module_name} is in this run's builds but not published: its build failed"
+    return (
+        f"{runtime.module_name} not built here: `make stack` builds {runtime.spec}, `make test` does not "
+        "(components.yaml ci_build: false)"
+    )
+
+
+def served_by(printed: str) -> list:
+    """The libmpi_abi.so.1 files the loader initialised in a run with
+    LD_DEBUG=libs: the MPI that served a standard-ABI build."""
+    return sorted(set(re.findall(r"calling init: (\S*libmpi_abi\.so\.1)", printed)))
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import require_published, run_flavors
+from conftest import abi_runtimes, require_published, run_flavors, runtime_published, served_by
 
 from onestack import paths, problems, stack
 from onestack.modules import lmod, publish
@@ -189,33 +189,37 @@ def _mpi_libraries(ldd: str) -> dict:
 
 
 @pytest.mark.parametrize("module", [f.module_name for f in run_flavors() if f.mpi_abi == "mpi5"])
-def test_one_standard_abi_executable_runs_on_every_mpi_that_serves_it(module, init_script, published_flavors, tmp_path):
+def test_one_standard_abi_executable_runs_on_every_mpi_that_serves_it(module, init_script, live_release, tmp_path):
     """The same file (one sha256), which needs libmpi_abi.so.1 and no other
-    MPI library, passes its problem on its own MPI (MPICH 5) and on Intel MPI
-    (mpi-runtime/impi); the loader says which MPI's library served each run."""
-    require_published(module, published_flavors)
+    MPI library, passes its problem on its own MPI (MPICH 5) and on every
+    runtime of the standard ABI built here (Intel MPI, Open MPI 6); the
+    loader says which MPI's library served each run."""
+    require_published(module, publish.release_manifest(live_release)["flavors"])
     flavor = stack.load().flavor(module)
     problem = problems.across_nodes_problem(flavor.app.module)
     served = {}
-    for runtime, mpi_folder in ((), "mpich-abi"), (("mpi-runtime/impi",), "intel-oneapi-mpi"):
-        folder = tmp_path / (runtime[0].replace("/", "-") if runtime else "own")
+    for runtime in (None, *abi_runtimes("mpi5")):
+        not_here = runtime and runtime_published(runtime, live_release)
+        if not_here:
+            print(f"{module}: not run on {not_here}")
+            continue
+        name = runtime.module_name if runtime else f"its own MPI ({flavor.mpi})"
         outcome = problems.execute(
             problem,
-            problems.How(modules=(module, *runtime), env=(("ONESTACK_CPU_VERBOSE", "1"), ("LD_DEBUG", "libs"))),
-            folder,
+            problems.How(
+                modules=(module, *([runtime.module_name] if runtime else [])),
+                env=(("ONESTACK_CPU_VERBOSE", "1"), ("LD_DEBUG", "libs")),
+            ),
+            tmp_path / name.replace("/", "-").split()[0],
             init_script,
         )
         checks = outcome.checks()
-        assert outcome.exit == 0 and all(c.passed for c in checks), (runtime, outcome.printed[-3000:])
+        assert outcome.exit == 0 and all(c.passed for c in checks), (name, outcome.printed[-3000:])
         program = Path(tree.VERBOSE_LINE.search(outcome.printed).group(3))
-        libraries = {Path(p) for p in re.findall(r"calling init: (\S*libmpi_abi\.so\.1)", outcome.printed)}
-        assert libraries and all(f"/vendor/{mpi_folder}/" in str(lib) for lib in libraries), (runtime, libraries)
-        served[runtime or ("own MPI",)] = (program, hashlib.sha256(program.read_bytes()).hexdigest(), libraries)
-        print(
-            f"{module} on {runtime or 'its own MPI'}: {program} sha256 {served[runtime or ('own MPI',)][1][:16]}, "
-            f"libmpi_abi.so.1 from {sorted(map(str, libraries))}"
-        )
-    (program, digest, _), (other, other_digest, _) = served.values()
-    assert (program, digest) == (other, other_digest), served
+        served[name] = (program, hashlib.sha256(program.read_bytes()).hexdigest(), served_by(outcome.printed))
+        print(f"{module} on {name}: {program} sha256 {served[name][1][:16]}, libmpi_abi.so.1 from {served[name][2]}")
+        package = (runtime.spec if runtime else stack.load().components["mpis"][flavor.mpi]["spec"]).split("@")[0]
+        assert served[name][2] and all(f"/{package}" in lib for lib in served[name][2]), (name, served[name][2])
+    assert len({(program, digest) for program, digest, _ in served.values()}) == 1, served
     linked = _mpi_libraries(subprocess.run(["ldd", str(program)], text=True, capture_output=True).stdout)
     assert set(linked) == {"libmpi_abi.so.1"}, f"{program} links {linked}"

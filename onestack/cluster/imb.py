@@ -143,12 +143,13 @@ def build(mpi: Mpi) -> Path:
 
 
 def pairings() -> List[Pairing]:
-    """Each MPI of the stack on itself, MPICH 5 too; the standard-ABI build on
-    MPICH 5 and on Intel MPI; Debian's MPICH build on each translation layer
-    installed here."""
-    impi, mpich5, abi = mpis.intel_mpi(), mpis.mpich5(), mpis.standard_abi()
-    natives = [Pairing(m, m, "native") for m in (*mpis.stack_mpis(), mpich5)]
-    crossing = [Pairing(abi, mpich5, "standard ABI", "mpich5"), Pairing(abi, impi, "standard ABI", "impi")]
+    """Each MPI of the stack on itself, MPICH 5 too, and Open MPI 6 where it
+    is built; the standard-ABI build on each of these three and on Intel MPI;
+    Debian's MPICH build on each translation layer installed here."""
+    mpich5, built = mpis.mpich5(), [m for m in (mpis.openmpi6(),) if m]
+    natives = [Pairing(m, m, "native") for m in (*mpis.stack_mpis(), mpich5, *built)]
+    abi = mpis.standard_abi()
+    crossing = [Pairing(abi, m, "standard ABI", m.name) for m in (mpich5, mpis.intel_mpi(), *built)]
     mpich = next(m for m in mpis.DEBIAN_MPIS if m.name == "mpich")
     for runtime in stack.load().runtimes:
         layer = mpis.translated(runtime.name) if runtime.translator else None

@@ -168,6 +168,28 @@ def mvapich2() -> Optional[Mpi]:
     )
 
 
+def openmpi6() -> Optional[Mpi]:
+    """Open MPI 6 (components.yaml `openmpi6`) with its own ABI and its
+    runtime's settings, where Spack has installed it (`make stack`); its BTL
+    names the transport per peer as Open MPI 4's does (sm: its vader). It
+    prints nothing of its own version: the loader's trace names the library
+    file that served a standard-ABI run."""
+    prefix = _installed_prefix(stack.load().mpi_spec("openmpi6"))
+    if prefix is None:
+        return None
+    debian = next(m for m in DEBIAN_MPIS if m.name == "openmpi")
+    return replace(
+        debian,
+        name="openmpi6",
+        mpicc=f"{prefix}/bin/mpicc",
+        mpicxx=f"{prefix}/bin/mpicxx",
+        env=(*OPENMPI_AS_ROOT, ("LD_LIBRARY_PATH", f"{prefix}/lib"), *_settings("openmpi6")),
+        verbose_env=(*debian.verbose_env, ("LD_DEBUG", "libs")),
+        shared_memory=("sm",),
+        library_pattern=rf"{re.escape(prefix)}/lib/libmpi_abi\.so\.1",
+    )
+
+
 def translated(name: str) -> Optional[Mpi]:
     """A translation layer (components.yaml `translators`) as a runtime: its
     target MPI started with the layer's settings, its libraries loaded first

@@ -7,17 +7,22 @@ of the others a cover of every application and MPI (what crosses the
 network is the MPI's; a math library stays within a node). Each run is checked: its reference result, one job of N ranks
 on 2 distinct hosts (each rank names its host before the program starts),
 and bytes that really crossed the nodes' interfaces. The MPICH ABI swap
-(mpi-runtime/impi) across nodes too."""
+(mpi-runtime/impi) across nodes too, and one build for the MPI-5 standard ABI on
+every MPI that serves it."""
 
 import pytest
-from conftest import flavor_how, require_published, run_flavors
+from conftest import abi_runtimes, flavor_how, require_published, run_flavors, runtime_published, served_by
 
 from onestack import problems, stack
 from onestack.cluster import mpis
+from onestack.modules import publish
 from onestack.problems import check
 from onestack.stack import cover
 
 HYBRID = [f.module_name for f in run_flavors() if f.threads == "openmp"]
+# The builds for the MPI-5 standard ABI run across the nodes on every MPI
+# that serves it (test_one_standard_abi_executable_across_two_nodes).
+STANDARD_ABI = [f.module_name for f in run_flavors() if f.mpi_abi == "mpi5"]
 
 
 def _traits(module: str) -> set:
@@ -30,7 +35,7 @@ def _traits(module: str) -> set:
 # and MPI runs across the nodes once.
 ACROSS = sorted(
     cover.cover(
-        {f.module_name: _traits(f.module_name) for f in run_flavors() if f.threads == "none"},
+        {f.module_name: _traits(f.module_name) for f in run_flavors() if f.threads == "none" and f.mpi_abi != "mpi5"},
         seen=set().union(*(_traits(m) for m in HYBRID)),
     )
 )
@@ -131,7 +136,7 @@ def test_every_application_and_mpi_runs_across_two_nodes(
 def test_every_flavor_left_out_across_nodes_is_covered():
     """Each flavor that does not run across the nodes has its application
     and MPI run there by one that does, named here."""
-    ran = HYBRID + ACROSS
+    ran = HYBRID + ACROSS + STANDARD_ABI
     for flavor in (f for f in run_flavors() if f.module_name not in ran):
         by = {trait: next((m for m in ran if trait in _traits(m)), None) for trait in _traits(flavor.module_name)}
         assert all(by.values()), f"{flavor.module_name}: not run across the nodes, and nothing covers {by}"
@@ -193,3 +198,32 @@ def test_srun_without_the_modules_pmi_starts_singletons(virtual_cluster, init_sc
         problems.load("hpl")["hpl"], how, tmp_path, init_script, submit=virtual_cluster.submitter(nodes=2, ranks=2)
     )
     assert "expected one job of 2 ranks" in outcome.failure()
+
+
+@pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
+@pytest.mark.parametrize("runtime", ["own", *(r.name for r in abi_runtimes("mpi5"))])
+@pytest.mark.parametrize("module", STANDARD_ABI)
+def test_one_standard_abi_executable_across_two_nodes(
+    module, runtime, launcher, virtual_cluster, init_script, live_release, tmp_path
+):
+    """A build for the MPI-5 standard ABI runs across the nodes on its own
+    MPI (MPICH 5) and on each runtime that serves the ABI (Intel MPI, Open
+    MPI 6), with srun and with that MPI's mpirun inside the allocation; the
+    loader names the libmpi_abi.so.1 that served it."""
+    require_published(module, publish.release_manifest(live_release)["flavors"])
+    flavor = stack.load().flavor(module)
+    served = next((r for r in abi_runtimes("mpi5") if r.name == runtime), None)
+    if served and runtime_published(served, live_release):
+        pytest.skip(runtime_published(served, live_release))
+    spec = served.spec if served else stack.load().components["mpis"][flavor.mpi]["spec"]
+    how = problems.How(
+        modules=(module, *([served.module_name] if served else [])),
+        env=(("LD_DEBUG", "libs"), *UNBOUND),
+        launcher=LAUNCHERS[launcher],
+        report_hosts=True,
+    )
+    outcome = _run(virtual_cluster, problems.across_nodes_problem(flavor.app.module), how, tmp_path, init_script)
+    libraries = served_by(outcome.printed)
+    print(f"{module} on {runtime} ({launcher}): libmpi_abi.so.1 from {libraries}")
+    package = spec.split("@")[0]
+    assert libraries and all(f"/{package}" in lib for lib in libraries), f"{module} on {runtime}: {libraries}"

@@ -1,9 +1,9 @@
 """The Intel MPI Benchmarks on the cluster, for each MPI of the stack
 (Debian's MPICH and Open MPI, the pinned Intel MPI, MVAPICH2 as Spack built
-it, MPICH 5's wheel) with its flavors' settings: within a node the MPI uses
+it, MPICH 5's wheel, Open MPI 6 where `make stack` built it) with its flavors' settings: within a node the MPI uses
 shared memory, between nodes the network, and small-message latency shows it
 (at least 5x lower within a node). And the executables that cross MPIs: one
-file built for the MPI-5 standard ABI runs on MPICH 5 and on Intel MPI, each
+file built for the MPI-5 standard ABI runs on MPICH 5, Intel MPI and Open MPI 6, each
 run naming the library that served it; an MPICH build runs on Open MPI
 through the translation layer, Open MPI naming its transports."""
 
@@ -15,15 +15,27 @@ import pytest
 
 from onestack.cluster import imb
 
-NATIVE = ["mpich", "openmpi", "impi", "mvapich2", "mpich5"]
+NATIVE = ["mpich", "openmpi", "impi", "mvapich2", "mpich5", "openmpi6"]
 # What each names between the nodes: UCX's TCP on the node's interface, Open
 # MPI's TCP BTL, the OFI provider the site's fabric sets for Intel MPI, and
 # the one MPICH 5's libfabric picks. MVAPICH2's nemesis names none
 # (mpis.mvapich2): its latency speaks.
-NETWORK = {"mpich": "tcp/eth0", "openmpi": "tcp", "impi": "tcp", "mvapich2": None, "mpich5": "sockets"}
-STANDARD_ABI = ["mpi5>mpich5", "mpi5>impi"]
-# What each run of the standard-ABI file says of the library that served it.
-SERVED_BY = {"mpi5>mpich5": "MPICH 5.0.2", "mpi5>impi": "library kind: release_mpi5"}
+NETWORK = {
+    "mpich": "tcp/eth0",
+    "openmpi": "tcp",
+    "impi": "tcp",
+    "mvapich2": None,
+    "mpich5": "sockets",
+    "openmpi6": "tcp",
+}
+STANDARD_ABI = ["mpi5>mpich5", "mpi5>impi", "mpi5>openmpi6"]
+# What each run of the standard-ABI file says of the library that served it
+# (Open MPI 6's: the loader's trace, the file in its install prefix).
+SERVED_BY = {
+    "mpi5>mpich5": "MPICH 5.0.2",
+    "mpi5>impi": "library kind: release_mpi5",
+    "mpi5>openmpi6": "openmpi-abi-6.0.0a1-",
+}
 TRANSLATED = "mpich>openmpi-wi4mpi"
 
 
@@ -42,7 +54,7 @@ def results(virtual_cluster, pairings):
 def _runs(results, name):
     runs = [r for r in results if r.pairing == name]
     if not runs:
-        pytest.skip(f"{name} is not on this machine (MVAPICH2 and Wi4MPI: `make stack` builds them)")
+        pytest.skip(f"{name} is not on this machine (MVAPICH2, Wi4MPI and Open MPI 6: `make stack` builds them)")
     return (next(r for r in runs if r.nodes == n) for n in (1, 2))
 
 

@@ -16,6 +16,8 @@
 #
 # C only: no Fortran ABI across implementations exists (Open MPI's own
 # Fortran library would serve Open MPI builds alone).
+from spack_repo.builtin.build_systems.autotools import AutotoolsPackage
+
 from spack.package import *
 
 

@@ -105,7 +105,7 @@ def test_open_mpi_build_is_refused_by_the_runtime(init_script, tmp_path):
     proc = lmod.clean_shell(init_script, f"module load {FLAVOR} mpi-runtime/impi\nmpirun -n 2 {exe}")
     assert proc.returncode == 1
     assert "is an Open MPI build (libmpi.so.40)" in proc.stderr
-    assert "not in the MPICH ABI family" in proc.stderr
+    assert "of an ABI this runtime does not serve (it serves mpich, mpi5)" in proc.stderr
 
 
 def test_open_mpi_flavor_cannot_load_the_runtime(init_script):

@@ -314,6 +314,7 @@ def _checked_launchers(release: Path, runtime, shim: Path, launcher) -> None:
             shim / "bin" / name,
             mode=0o755,
             module=runtime.module_name,
+            serves=", ".join(runtime.serves),
             release=release.name,
             launcher=launcher,
         )

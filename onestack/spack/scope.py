@@ -114,9 +114,9 @@ def install_vendors() -> None:
 def used_packages() -> set:
     """The Spack packages the components the site can have are made of: each
     MPI's spec, each math library's providers, and the vendor build tools
-    of those (setup/vendor.yaml `needed_by`)."""
+    of those and of the applications (setup/vendor.yaml `needed_by`)."""
     matrix = stack.load()
-    used = set()
+    used = {f.app.package for f in matrix.flavors}
     for kind in ("mpis", "math"):
         for name, component in matrix.components[kind].items():
             if not matrix.site.why_unavailable(kind, name):

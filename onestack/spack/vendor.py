@@ -55,11 +55,15 @@ def _link_into(component: Path, targets: dict) -> None:
 
 
 def _link_wheels(component: Path, wheels: Path, links: dict) -> None:
-    """Link each top folder of the wheels' prefix into the component; a folder
-    that `links` adds to (e.g. include/gfortran) is made real, its entries
-    linked one by one, so that the added link never lands in the wheels' tree."""
+    """Link each top folder of the wheels' prefix into the component, but
+    one that `links` names itself (e.g. CMake's bin, its real programs); a
+    folder that `links` adds to (e.g. include/gfortran) is made real, its
+    entries linked one by one, so that the added link never lands in the
+    wheels' tree."""
     extended = {name.split("/")[0] for name in links if "/" in name}
     for entry in wheels.iterdir():
+        if entry.name in links:
+            continue
         if entry.name in extended:
             _link_into(component / entry.name, {child.name: child for child in entry.iterdir()})
         else:
@@ -157,7 +161,37 @@ def install_all(scope_dir: Path, used: set) -> None:
     packages_yaml = scope_dir / "packages.yaml"
     config = yaml.safe_load(packages_yaml.read_text()) if packages_yaml.is_file() else {"packages": {}}
     for package in every():
-        config["packages"].pop(package, None)
+        _undeclare(config["packages"], package)
     for package in wanted:
-        config["packages"][package] = {"externals": externals_of(package, str(prefix_of(package))), "buildable": False}
+        _declare(config["packages"], package)
     packages_yaml.write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def _undeclare(packages: dict, package: str) -> None:
+    """Drop what _declare added (a layout no longer used, or about to be
+    declared again), keeping what `spack external find` detected."""
+    entry = packages.get(package)
+    if entry is None:
+        return
+    ours = str(prefix_of(package))
+    kept = [e for e in entry.get("externals", []) if e["prefix"] != ours]
+    if not kept:
+        packages.pop(package)
+        return
+    if len(kept) < len(entry["externals"]):
+        entry.pop("version", None)  # the preference _declare set beside it
+    entry["externals"] = kept
+
+
+def _declare(packages: dict, package: str) -> None:
+    """The layout as the package's only external, or, where the OS has the
+    package too (a newer build tool than the OS's: CMake for GROMACS
+    2025), beside the detected one, which stays preferred: only a package
+    that needs the newer version gets it."""
+    declared = externals_of(package, str(prefix_of(package)))
+    entry = packages.get(package)
+    if entry is None:
+        packages[package] = {"externals": declared, "buildable": False}
+        return
+    entry["version"] = [e["spec"].split("@")[1].split()[0] for e in entry["externals"]]
+    entry["externals"] += declared

@@ -402,6 +402,29 @@ def test_a_vendor_library_only_an_unavailable_component_uses_is_not_laid_out(tmp
     assert "intel-oneapi-mkl" not in used and "intel-oneapi-mpi" in used, used
 
 
+def test_a_vendor_build_tool_is_declared_beside_the_os_one_which_stays_preferred():
+    """CMake 3.31 from its wheel for GROMACS 2025 joins the CMake `spack
+    external find` detected, which every other build keeps (preferred); set-up
+    run again declares it once; a vendor library the OS lacks is the only
+    external of its package. What the vendor declared goes again with it."""
+    detected = {"externals": [{"spec": "cmake@3.25.1", "prefix": "/usr"}]}
+    packages = {"cmake": {"externals": list(detected["externals"])}}
+    for _ in range(2):
+        for package in ("cmake", "intel-oneapi-mpi"):
+            vendor._undeclare(packages, package)
+            vendor._declare(packages, package)
+    assert [e["spec"] for e in packages["cmake"]["externals"]] == ["cmake@3.25.1", "cmake@3.31.6"]
+    assert packages["cmake"]["version"] == ["3.25.1"] and "buildable" not in packages["cmake"]
+    assert packages["intel-oneapi-mpi"]["buildable"] is False
+    for package in ("cmake", "intel-oneapi-mpi"):
+        vendor._undeclare(packages, package)
+    assert packages == {"cmake": detected}
+
+
+def test_a_vendor_build_tool_is_laid_out_where_a_package_built_with_it_is_used():
+    assert {"cmake", "py-pympistandard"} <= scope.used_packages()
+
+
 @pytest.mark.parametrize("host_level", ["v2", "v3", "v4"])
 def test_make_test_builds_the_levels_this_host_or_qemu_can_run(host_level, monkeypatch):
     """With the ci_build lists a level build no CPU here can run, neither the

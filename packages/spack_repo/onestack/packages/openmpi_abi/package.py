@@ -35,6 +35,8 @@ class OpenmpiAbi(AutotoolsPackage):
     provides("mpi@:5")
 
     depends_on("c", type="build")
+    # configure checks that C and C++ link together (mpicxx is built too).
+    depends_on("cxx", type="build")
     # autogen.pl makes configure; the internal PMIx's build runs flex.
     depends_on("autoconf@2.69:", type="build")
     depends_on("automake@1.13.4:", type="build")
@@ -54,8 +56,8 @@ class OpenmpiAbi(AutotoolsPackage):
 
     def configure_args(self):
         return [
-            f"--with-hwloc={self.spec['hwloc'].prefix}",
-            f"--with-libevent={self.spec['libevent'].prefix}",
+            f"--with-hwloc={self._found_at('hwloc')}",
+            f"--with-libevent={self._found_at('libevent')}",
             "--with-pmix=internal",
             "--with-prrte=internal",
             "--enable-mpi-fortran=no",
@@ -63,6 +65,13 @@ class OpenmpiAbi(AutotoolsPackage):
             "--disable-sphinx",
             "--disable-oshmem",
         ]
+
+    def _found_at(self, name):
+        # The OS's own (externals in /usr) as "external", found on the
+        # compiler's default paths: configure's search below a prefix looks
+        # in lib/ and lib64/, not Debian's lib/x86_64-linux-gnu/.
+        prefix = self.spec[name].prefix
+        return "external" if prefix == "/usr" else prefix
 
     @property
     def libs(self):

@@ -436,3 +436,25 @@ def test_make_test_builds_the_levels_this_host_or_qemu_can_run(host_level, monke
     built = {level for level, spec in flavor.levels if spec in flavor.specs(ci=True)}
     assert built == expected, f"{flavor.module_name} on a {host_level} host: make test builds {sorted(built)}"
     assert len(flavor.specs(ci=False)) == 1 + len(flavor.levels)
+
+
+def test_a_runtime_spack_builds_gets_its_module_from_its_install_prefix():
+    """mpi-runtime/openmpi6 (Open MPI 6, built by Spack): its libraries,
+    launcher and PATH from the install prefix; a vendor runtime's from its
+    layout (setup/vendor.yaml)."""
+    runtimes = {r.name: r for r in stack.load().runtimes}
+    lib, launcher, env = publish._runtime_layout(runtimes["openmpi6"], {"name": "openmpi-abi", "prefix": "/sw/o6"})
+    assert (str(lib), str(launcher)) == ("/sw/o6/lib", "/sw/o6/bin/mpirun")
+    assert [(k, str(v)) for k, v in env["prepend"]] == [("PATH", "/sw/o6/bin"), ("LD_LIBRARY_PATH", "/sw/o6/lib")]
+    lib, launcher, env = publish._runtime_layout(runtimes["impi"], {"name": "intel-oneapi-mpi", "prefix": "/unused"})
+    assert str(launcher).endswith("/vendor/intel-oneapi-mpi/mpi/2021.18/bin/mpiexec.hydra")
+    assert ("I_MPI_ROOT", str(lib.parent)) in env["set"]
+
+
+def test_make_test_leaves_out_the_runtimes_only_make_stack_builds(tmp_path):
+    """Open MPI 6 (components.yaml ci_build: false) is a root of the site
+    environment for `make stack`, not for `make test`."""
+    flavor = stack.load().flavor("hpl/openblas-mpiabi")
+    for ci, expected in ((True, False), (False, True)):
+        config = yaml.safe_load(environment.render([flavor], out=tmp_path / "f.yaml", ci=ci).read_text())
+        assert any(s.startswith("openmpi-abi@") for s in config["definitions"][1]["runtimes"]) is expected, ci

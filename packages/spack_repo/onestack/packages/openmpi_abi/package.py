@@ -49,6 +49,11 @@ class OpenmpiAbi(AutotoolsPackage):
     depends_on("hwloc@2:")
     depends_on("libevent@2:")
 
+    # The wrappers (mpicc, mpicc_abi, ...) name the compilers of the build,
+    # Spack's compiler wrappers, which run only inside Spack: the real ones
+    # instead, as the builtin openmpi recipe does.
+    filter_compiler_wrappers("openmpi/*-wrapper-data*", relative_root="share")
+
     def autoreconf(self, spec, prefix):
         # Open MPI's own bundled hwloc and libevent are tarballs in the tree
         # that the build never opens here (it links Spack's, below).

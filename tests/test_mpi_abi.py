@@ -210,7 +210,7 @@ def test_one_standard_abi_executable_runs_on_every_mpi_that_serves_it(module, in
                 modules=(module, *([runtime.module_name] if runtime else [])),
                 env=(("ONESTACK_CPU_VERBOSE", "1"), ("LD_DEBUG", "libs")),
             ),
-            tmp_path / name.replace("/", "-").split()[0],
+            tmp_path / (runtime.name if runtime else "own"),
             init_script,
         )
         checks = outcome.checks()

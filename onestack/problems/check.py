@@ -119,8 +119,10 @@ def ranks_error(pattern, ranks, output):
 
 # Runs across nodes start each rank through this, so that it names its host
 # before the program starts (onestack/problems/runner.py), and HOST_LINE finds it.
+# Not anchored at a line's start: srun forwards a line longer than its buffer
+# (LD_DEBUG's search paths) in pieces, and another rank's line can land between them.
 REPORT_HOST = ("sh", "-c", 'echo "onestack-rank-host: $(hostname)"; exec "$@"', "sh")
-HOST_LINE = re.compile(r"^onestack-rank-host: (\S+)$", re.MULTILINE)
+HOST_LINE = re.compile(r"onestack-rank-host: (\S+)$", re.MULTILINE)
 
 
 def hosts(output):

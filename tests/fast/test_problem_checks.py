@@ -162,3 +162,15 @@ def test_the_image_test_script_is_shell_for_every_problem(tmp_path):
         runner.image_test(problem, out, "/opt/onestack/test")
         assert subprocess.run(["sh", "-n", str(out / "run")]).returncode == 0
         assert (out / "check.py").read_text() == Path(check.__file__).read_text()
+
+
+def test_a_rank_host_line_is_found_between_pieces_of_another_ranks_long_line():
+    """srun forwards a long line (LD_DEBUG's search path) in pieces, and a
+    rank's host line can land between them (CI run of 2026-11-27)."""
+    output = (
+        "onestack-rank-host: osct-n1\n"
+        "     13004:\t search path=/opt/a:/opt/b:/opt/mpi-runonestack-rank-host: osct-n2\n"
+        "time/impi/lib:/opt/c\n"
+    )
+    assert check.hosts(output) == ["osct-n1", "osct-n2"]
+    assert check.hosts("the host: onestack-rank-host: osct-n2 and more\n") == []

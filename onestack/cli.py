@@ -41,9 +41,9 @@ def cmd_site(args) -> None:
     print(f"==> site: prefix {paths.prefix()}, fabric {matrix.site.fabric}")
     _check_prefix(paths.prefix())
     mirror.check_obtainable(offline=os.environ.get("ONESTACK_OFFLINE") == "1")
-    # spack.yaml includes the rendered flavors: a fresh checkout has none yet,
-    # and Spack refuses the environment (even for `external find`) without them.
-    if not (paths.generated_dir() / "flavors.yaml").is_file():
+    # The site's environment includes the rendered flavors: a fresh checkout has
+    # none yet, and Spack refuses the environment (even for `external find`) without them.
+    if not (site.state_dir() / "flavors.yaml").is_file():
         environment.render(matrix.select())
     scope.write_mirror_config()
     scope.detect_externals()
@@ -171,7 +171,7 @@ def cmd_audit(args) -> None:
     )
     # The environment Spack audits includes the rendered flavors: rendered
     # where missing, never over the file a running build concretized from.
-    if not (paths.generated_dir() / "flavors.yaml").is_file():
+    if not (site.state_dir() / "flavors.yaml").is_file():
         environment.render(matrix.select(ci=stack.ci_lists()), ci=stack.ci_lists())
     spack.run("audit", "packages", *sorted({f.app.package for f in matrix.flavors}))
     ci.validate(ci.PIPELINE_FILE)
@@ -179,6 +179,7 @@ def cmd_audit(args) -> None:
 
 
 def cmd_ci_generate(args) -> None:
+    ci.check_triggered()
     _concretize(args)
     for file in ci.generate(_selected(args), full_rebuild=args.full_rebuild):
         print(f"==> ci-generate: {file.relative_to(paths.REPO)}")
@@ -245,7 +246,7 @@ FLAVORS = ("flavors", "app/flavor names (default: each app's build list)")
 OFFLINE = ("--offline", "a source missing from the mirror is an error, not a download")
 CI_LISTS = ("--ci", "each app's ci_build list, not its build list (as ONESTACK_BUILD_LIST=ci_build)")
 COMMANDS = [
-    ("render", cmd_render, "validate the stack's data and render .generated/flavors.yaml", [FLAVORS]),
+    ("render", cmd_render, "validate the stack's data and render the site's Spack environment (.generated/<site>/)", [FLAVORS]),
     ("site", cmd_site, "set up this machine for the selected site: sources, externals, vendor libraries", []),
     ("signing-key", cmd_signing_key, "the site's image signing key (configured, else made once)", []),
     (

@@ -38,11 +38,6 @@ def site_dir() -> Path:
     return Path(name) if "/" in name else data_root() / "sites" / name
 
 
-def generated_dir() -> Path:
-    """Spack config rendered from the flavor data (included by spack.yaml)."""
-    return REPO / ".generated"
-
-
 def prefix() -> Path:
     """The install tree, module releases and images: ONESTACK_PREFIX, which
     every entry point sets, the selected site's `prefix` unless given
@@ -61,11 +56,6 @@ def spack_root() -> Path:
 def spack_packages() -> Path:
     """The pinned clone of Spack's builtin packages."""
     return _from_env("ONESTACK_SPACK_PACKAGES")
-
-
-def site_scope() -> Path:
-    """This machine's Spack facts (detected externals, mirrors), outside the repo."""
-    return _from_env("ONESTACK_SITE_SCOPE")
 
 
 def mirror() -> Path:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Dict, List
 
 from onestack import files, paths, problems, spack, stack
-from onestack.stack import cover
+from onestack.stack import cover, site
 from onestack.stack.flavors import Flavor
 
 
@@ -66,7 +66,7 @@ def concretize_cells(every: List[Flavor]) -> Dict[str, dict]:
     caller (the pipeline's `make flavors` while `make test` fills the cache
     beside the tests) waits for the first instead of solving again, then
     solves only what the first did not."""
-    cache = paths.cache() / "flavor-status" / f"concretize-{spack.inputs_fingerprint()}.json"
+    cache = site.cache_dir() / "flavor-status" / f"concretize-{spack.inputs_fingerprint()}.json"
     cache.parent.mkdir(parents=True, exist_ok=True)
     with open(cache.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

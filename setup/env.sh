@@ -5,7 +5,6 @@
 # ONESTACK_PREFIX (install tree, module releases, images) is the selected
 # site's `prefix` (sites/<site>/site.yaml) unless set here, e.g. by tests.
 ONESTACK_VENV=$ONESTACK_CACHE/venv
-ONESTACK_SITE_SCOPE=$ONESTACK_CACHE/site-scope    # this machine's detected externals and mirror
 : "${ONESTACK_MIRROR:=$ONESTACK_CACHE/source-mirror}"       # verified source tarballs, by content address
 : "${ONESTACK_SOURCE_CACHE:=$ONESTACK_CACHE/source-cache}" # what Spack downloaded itself
 # Where Spack builds. `spack ci rebuild` empties it first (spack.stage.purge):
@@ -20,4 +19,4 @@ ONESTACK_NPM_PREFIX=$ONESTACK_CACHE/npm                  # gitlab-ci-local, for 
 export SPACK_USER_CONFIG_PATH=$ONESTACK_CACHE/spack-user-config
 export SPACK_USER_CACHE_PATH=$ONESTACK_CACHE/spack-user-cache
 export SPACK_PYTHON=$ONESTACK_VENV/bin/python
-export ONESTACK_NPM_PREFIX ONESTACK_CACHE ONESTACK_VENV ONESTACK_SITE_SCOPE ONESTACK_MIRROR ONESTACK_SOURCE_CACHE ONESTACK_BUILD_STAGE SPACK_ROOT ONESTACK_SPACK_PACKAGES
+export ONESTACK_NPM_PREFIX ONESTACK_CACHE ONESTACK_VENV ONESTACK_MIRROR ONESTACK_SOURCE_CACHE ONESTACK_BUILD_STAGE SPACK_ROOT ONESTACK_SPACK_PACKAGES

@@ -18,6 +18,7 @@ from onestack import data, files, paths, render, stack
 from onestack.errors import OnestackError
 from onestack.modules import publish
 from onestack.problems import runner
+from onestack.stack import site
 
 CHECKS = paths.REPO / "tests" / "community" / "checks.yaml"
 REQUIREMENTS = paths.REPO / "setup" / "reframe-requirements.txt"
@@ -44,7 +45,7 @@ class Verdict:
 
 def workdir() -> Path:
     """The site's own folder for the checks' config, shims and runs."""
-    return paths.cache() / "community" / stack.load().site.name
+    return site.cache_dir() / "community"
 
 
 def checks() -> dict:

@@ -1,5 +1,5 @@
 """A published flavor as a signed Apptainer image: its build context in
-.generated/containers/<module>-<flavor>/ (the definition, containers/
+.generated/<site>/containers/<module>-<flavor>/ (the definition, containers/
 flavor.def.j2, with the scripts and files it copies in), built by
 `apptainer build`, signed with the site key, into the folder `make -s
 where-images` prints.
@@ -27,7 +27,7 @@ from onestack.images import ImageError, apptainer, base, keys
 from onestack.modules import dispatch
 from onestack.problems import runner
 from onestack.spack import scope, vendor
-from onestack.stack import DISPATCHER
+from onestack.stack import DISPATCHER, site
 from onestack.stack.flavors import Flavor
 
 CONTAINERS = paths.REPO / "containers"
@@ -60,7 +60,7 @@ def sif_path(flavor: Flavor) -> Path:
 
 
 def context_dir(flavor: Flavor) -> Path:
-    return paths.generated_dir() / "containers" / image_name(flavor)
+    return site.state_dir() / "containers" / image_name(flavor)
 
 
 def _in_image(prefix: str) -> str:

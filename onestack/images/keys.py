@@ -4,7 +4,8 @@ desktop users import to verify what they pull.
 
 Apptainer 1.4.5 keeps a keyring (files pgp-secret, pgp-public) in the
 folder APPTAINER_KEYSDIR names, default ~/.apptainer/keys. onestack points
-it at $ONESTACK_SIGNING_KEYSDIR (default $ONESTACK_CACHE/signing/keys), for
+it at $ONESTACK_SIGNING_KEYSDIR (default: the site's own,
+$ONESTACK_CACHE/sites/<site>/signing-keys), for
 root and any other user alike: `signing_env()` is what a sign needs.
 
 The key, in this order:
@@ -28,9 +29,10 @@ import re
 from pathlib import Path
 from typing import Dict, List
 
-from onestack import files, paths
+from onestack import files
 from onestack.images import ImageError
 from onestack.images.apptainer import Apptainer
+from onestack.stack import site
 
 KEYSDIR_ENV = "ONESTACK_SIGNING_KEYSDIR"
 KEY_ENV = "ONESTACK_SIGNING_KEY"
@@ -42,7 +44,7 @@ FINGERPRINT = re.compile(r"Fingerprint:\s*([0-9A-F]{40})")
 
 def keys_dir() -> Path:
     named = os.environ.get(KEYSDIR_ENV)
-    return Path(named) if named else paths.cache() / "signing" / "keys"
+    return Path(named) if named else site.cache_dir() / "signing-keys"
 
 
 def keyring_env(folder: Path) -> Dict[str, str]:

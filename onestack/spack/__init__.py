@@ -1,4 +1,4 @@
-"""Running the pinned Spack on the site environment (the repository's spack.yaml)."""
+"""Running the pinned Spack on the site's environment (its state folder, onestack/stack/site.py)."""
 
 import hashlib
 import json
@@ -9,7 +9,7 @@ from typing import Dict, List, Optional, Tuple
 
 from onestack import paths, stack
 from onestack.errors import OnestackError
-from onestack.stack import DISPATCHER, preload_packages
+from onestack.stack import DISPATCHER, preload_packages, site
 from onestack.stack.flavors import Flavor
 
 # Scripts run by `spack python` (see query).
@@ -20,8 +20,14 @@ class SpackError(OnestackError):
     pass
 
 
+def site_scope() -> Path:
+    """The site's Spack scope (onestack/spack/scope.py): per site, since its
+    externals and vendor layouts name paths under the site's prefix."""
+    return site.cache_dir() / "scope"
+
+
 def command(*args: str) -> List[str]:
-    return [str(paths.spack_root() / "bin" / "spack"), "-e", str(paths.REPO), *args]
+    return [str(paths.spack_root() / "bin" / "spack"), "-e", str(site.state_dir()), *args]
 
 
 def _digest(files) -> str:
@@ -42,7 +48,7 @@ def recipes_fingerprint() -> str:
             paths.REPO / "spack.yaml",
             paths.environments_dir() / "cpus.yaml",
             *sorted(f for f in (paths.REPO / "packages").rglob("*") if f.is_file()),
-            paths.site_scope() / "packages.yaml",
+            site_scope() / "packages.yaml",
         ]
     )
 
@@ -58,19 +64,20 @@ def inputs_fingerprint() -> str:
             paths.site_dir() / "site.yaml",
             *sorted(f for f in (paths.REPO / "packages").rglob("*") if f.is_file()),
             *sorted(INSIDE_SPACK.glob("*.py")),
-            paths.site_scope() / "packages.yaml",
+            site_scope() / "packages.yaml",
         ]
     )
 
 
 def _concretized_stamp() -> Path:
-    return paths.generated_dir() / "concretized-inputs"
+    return site.state_dir() / "concretized-inputs"
 
 
 def lock_is_current() -> bool:
     """Whether spack.lock was solved from the recipes and site as they are now."""
     stamp = _concretized_stamp()
-    return (paths.REPO / "spack.lock").is_file() and stamp.is_file() and stamp.read_text() == recipes_fingerprint()
+    lock = site.state_dir() / "spack.lock"
+    return lock.is_file() and stamp.is_file() and stamp.read_text() == recipes_fingerprint()
 
 
 def concretize() -> None:

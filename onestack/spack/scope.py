@@ -1,5 +1,6 @@
 """The site scope: this machine's facts for Spack, kept outside the
-repository ($ONESTACK_SITE_SCOPE): externals detected by `spack external
+repository, one per site ($ONESTACK_CACHE/sites/<site>/scope, included by
+the site's environment as $ONESTACK_SITE_SCOPE): externals detected by `spack external
 find`, the vendor libraries of setup/vendor.yaml, the source mirror and the
 site buildcache."""
 
@@ -13,17 +14,14 @@ import yaml
 
 from onestack import data, paths, spack, stack
 from onestack.spack import vendor
+from onestack.stack import site
 
 BUILDCACHE_MIRROR = "onestack-buildcache"
 
 
-def scope_dir() -> Path:
-    return paths.site_scope()
-
-
 def _scope_name() -> str:
-    """How Spack names the site scope included by spack.yaml."""
-    return f"env:{paths.REPO}:{scope_dir()}"
+    """How Spack names the site scope included by the site's environment."""
+    return f"env:{site.state_dir()}:{spack.site_scope()}"
 
 
 def detect_externals() -> None:
@@ -31,17 +29,17 @@ def detect_externals() -> None:
     of the site recipes (which hold the detection of the libraries)."""
     wanted = data.load(paths.data_root() / "setup" / "externals.yaml", "externals")
     packages = wanted["libraries"] + wanted["build_tools"]
-    stamp = scope_dir() / ".externals-detected"
+    stamp = spack.site_scope() / ".externals-detected"
     digest = hashlib.sha256(" ".join(packages).encode())
     for recipe in sorted((paths.REPO / "packages").rglob("package.py")):
         digest.update(recipe.read_bytes())
-    if stamp.is_file() and stamp.read_text() == digest.hexdigest() and (scope_dir() / "packages.yaml").is_file():
+    if stamp.is_file() and stamp.read_text() == digest.hexdigest() and (spack.site_scope() / "packages.yaml").is_file():
         print("==> site scope: externals already detected")
         return
-    scope_dir().mkdir(parents=True, exist_ok=True)
+    spack.site_scope().mkdir(parents=True, exist_ok=True)
     # From scratch: `spack external find` adds to what is there, and an entry
     # detected by an older recipe would stay beside the new ones.
-    (scope_dir() / "packages.yaml").unlink(missing_ok=True)
+    (spack.site_scope() / "packages.yaml").unlink(missing_ok=True)
     spack.run("external", "find", "--scope", _scope_name(), *packages, quiet=True, env=_os_programs_only())
     # Spack gives each package 60 s and skips a slower one without a word
     # (only `spack -d` says so): on a fresh machine Open MPI's cold
@@ -57,7 +55,7 @@ def detect_externals() -> None:
             "install their Debian packages (setup/apt-packages.txt) and run `make setup` again"
         )
     stamp.write_text(digest.hexdigest())
-    print(f"==> site scope: externals detected into {scope_dir() / 'packages.yaml'}")
+    print(f"==> site scope: externals detected into {spack.site_scope() / 'packages.yaml'}")
 
 
 def _os_programs_only() -> Dict[str, str]:
@@ -98,17 +96,17 @@ def write_mirror_config() -> None:
             BUILDCACHE_MIRROR: {"url": f"file://{buildcache_dir()}", "signed": buildcache_signed(), "source": False},
         }
     }
-    scope_dir().mkdir(parents=True, exist_ok=True)
+    spack.site_scope().mkdir(parents=True, exist_ok=True)
     paths.mirror().mkdir(parents=True, exist_ok=True)
     buildcache_dir().mkdir(parents=True, exist_ok=True)
-    (scope_dir() / "mirrors.yaml").write_text(yaml.safe_dump(config))
+    (spack.site_scope() / "mirrors.yaml").write_text(yaml.safe_dump(config))
 
 
 def install_vendors() -> None:
     """Lay out the vendor libraries the site's components use and declare
     them as Spack externals; one only an unavailable component uses (site.yaml
     `unavailable`, e.g. a center without MKL) is left out."""
-    vendor.install_all(scope_dir(), used_packages())
+    vendor.install_all(spack.site_scope(), used_packages())
 
 
 def used_packages() -> set:

@@ -3,6 +3,7 @@ apart from the shared stack data so that a second center uses the
 repository unchanged and only selects its own folder (ONESTACK_SITE)."""
 
 import functools
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,3 +67,36 @@ def prefix() -> Path:
 def load() -> Site:
     """The selected site (ONESTACK_SITE; default: sites/default)."""
     return _load(paths.site_dir())
+
+
+def state_key() -> str:
+    """The name of this site's state folders: the site's name where it is a
+    folder of sites/ built at its own prefix (`.generated/default/`, the
+    name the pipeline file triggers), else the name and a digest of the
+    site folder and prefix, so that a second prefix (a developer's tree, a
+    test's) or a site kept elsewhere under the same name gets folders of its
+    own."""
+    own = load()
+    folder = paths.site_dir().resolve()
+    if folder == (paths.data_root() / "sites" / own.name).resolve() and prefix() == own.prefix:
+        return own.name
+    digest = hashlib.sha256(f"{folder}\n{prefix()}".encode()).hexdigest()[:8]
+    return f"{own.name}-{digest}"
+
+
+def state_dir() -> Path:
+    """What onestack generates for this site and prefix in the checkout
+    (.generated/<key>/): the Spack environment (spack.yaml rendered from the
+    repository's, the .generated/<key>/flavors.yaml it includes, and Spack's
+    spack.lock and .spack-env/), the
+    pipeline's child files, the image definitions. Two sites build from one
+    checkout without touching each other's."""
+    return paths.REPO / ".generated" / state_key()
+
+
+def cache_dir() -> Path:
+    """What is cached for this site and prefix ($ONESTACK_CACHE/sites/<key>/):
+    Spack's site scope (externals, and vendor layouts under the prefix), the
+    flavor table's solves, the image signing key, ReFrame's runs. Sources, the
+    buildcache and the virtualenvs, which no site changes, stay shared."""
+    return paths.cache() / "sites" / state_key()

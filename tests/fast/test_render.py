@@ -17,6 +17,7 @@ from onestack import host, paths, render, stack
 from onestack.modules import publish
 from onestack.problems import How, Problem, runner
 from onestack.spack import environment, scope, vendor
+from onestack.stack import site
 from onestack.stack.flavors import Preload, Setting
 
 HOSTILE = [
@@ -63,13 +64,36 @@ def test_a_second_site_changes_no_shared_file(monkeypatch):
 def test_spack_config_carries_the_baseline_and_the_sites_permissions(tmp_path, monkeypatch):
     monkeypatch.setenv("ONESTACK_SITE", "example-infiniband")
     matrix = stack.load()
-    config = yaml.safe_load(environment.render(matrix.select(), tmp_path / "flavors.yaml").read_text())
+    config = yaml.safe_load(environment.render(matrix.select(), tmp_path).read_text())
     assert config["packages"]["all"] == {
         "target": ["x86_64_v2"],
         "permissions": {"read": "group", "write": "user", "group": "hpcusers"},
     }
     spec = matrix.flavor("qe/mkl-mvapich2").spack_spec
     assert spec in config["definitions"][0]["flavors"] and "fabrics=mrail" in spec
+
+
+def test_two_sites_and_two_prefixes_keep_state_folders_of_their_own(tmp_path, monkeypatch):
+    """Two sites build from one checkout and one cache: each its own Spack
+    environment (spack.yaml, and the lock Spack writes beside it) and its own
+    scope; a second prefix of one site (a developer's tree) is another."""
+    monkeypatch.setenv("ONESTACK_CACHE", str(tmp_path / "cache"))
+    seen = {}
+    for name, prefix in (("default", ""), ("example-infiniband", ""), ("default", str(tmp_path / "mine"))):
+        monkeypatch.setenv("ONESTACK_SITE", name)
+        monkeypatch.setenv("ONESTACK_PREFIX", prefix)
+        state = tmp_path / site.state_key()
+        environment.render(stack.load().select(), state)
+        env = yaml.safe_load((state / "spack.yaml").read_text())["spack"]
+        included = [entry["path"] for entry in env["include"]]
+        assert (state / included[0]).resolve() == paths.REPO / "modulefiles" / "modules.yaml"
+        assert included[1] == "flavors.yaml" and (state / "flavors.yaml").is_file()
+        assert (state / env["repos:"]["onestack"]).resolve() == paths.REPO / "packages" / "spack_repo" / "onestack"
+        seen[(name, prefix)] = (site.state_key(), site.state_dir(), included[2])
+    keys, states, scopes = zip(*seen.values())
+    assert keys[:2] == ("default", "example-infiniband") and keys[2].startswith("default-"), keys
+    assert len(set(states)) == len(set(scopes)) == 3, seen
+    assert all(Path(scope).is_relative_to(tmp_path / "cache" / "sites") for scope in scopes), scopes
 
 
 class LuaModule:
@@ -384,9 +408,7 @@ def test_a_preloaded_library_is_built_beside_its_flavors_and_never_a_module(tmp_
     mkl = [f for f in matrix.flavors if f.math == "mkl"]
     assert mkl and all(f.preload and f.preload.package == "onestack-mkl-cpu-path" for f in mkl)
     assert not any(f.preload for f in matrix.flavors if f.math != "mkl")
-    config = yaml.safe_load(
-        environment.render([mkl[0], matrix.flavor("qe/openblas-mpich")], out=tmp_path / "f.yaml").read_text()
-    )
+    config = yaml.safe_load(environment.render([mkl[0], matrix.flavor("qe/openblas-mpich")], tmp_path).read_text())
     assert "onestack-mkl-cpu-path" in config["definitions"][1]["runtimes"]
     assert "onestack-mkl-cpu-path" in config["modules"]["default"]["lmod"]["exclude"]
 
@@ -456,5 +478,5 @@ def test_make_test_leaves_out_the_runtimes_only_make_stack_builds(tmp_path):
     environment for `make stack`, not for `make test`."""
     flavor = stack.load().flavor("hpl/openblas-mpiabi")
     for ci, expected in ((True, False), (False, True)):
-        config = yaml.safe_load(environment.render([flavor], out=tmp_path / "f.yaml", ci=ci).read_text())
+        config = yaml.safe_load(environment.render([flavor], tmp_path, ci=ci).read_text())
         assert any(s.startswith("openmpi-abi@") for s in config["definitions"][1]["runtimes"]) is expected, ci

@@ -246,7 +246,12 @@ FLAVORS = ("flavors", "app/flavor names (default: each app's build list)")
 OFFLINE = ("--offline", "a source missing from the mirror is an error, not a download")
 CI_LISTS = ("--ci", "each app's ci_build list, not its build list (as ONESTACK_BUILD_LIST=ci_build)")
 COMMANDS = [
-    ("render", cmd_render, "validate the stack's data and render the site's Spack environment (.generated/<site>/)", [FLAVORS]),
+    (
+        "render",
+        cmd_render,
+        "validate the stack's data, render the site's Spack environment (.generated/<site>/)",
+        [FLAVORS],
+    ),
     ("site", cmd_site, "set up this machine for the selected site: sources, externals, vendor libraries", []),
     ("signing-key", cmd_signing_key, "the site's image signing key (configured, else made once)", []),
     (

@@ -82,11 +82,13 @@ def _measure_app(
     best = defaults.fastest(headline)
     default = next(f.module_name for f in stack.load().flavors if f.app.module == app and f.is_default)
     beyond_noise = best is not None and defaults.clearly_faster(best, default, headline)
-    # Only a full run over all of an app's flavors may name its default.
+    # Only a full run over all of an app's flavors may name its default; it
+    # also restates a default that stays with this run's figures and CPU.
     full = not reduced and (not only or app in only)
+    chosen = best if beyond_noise else default
     change = (
-        defaults.adopt(app, best, f"report {out.name}: fastest beyond the spread of the runs")
-        if beyond_noise and full
+        defaults.record(app, chosen, defaults.reason(chosen, headline, out.name, beyond_noise))
+        if full and best is not None
         else None
     )
     return {

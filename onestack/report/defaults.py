@@ -3,7 +3,7 @@ but only when it beats the current default beyond the spread of the runs,
 written into the site's own file (sites/<site>/site.yaml) for review."""
 
 import statistics
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 from ruamel.yaml import YAML
 
@@ -11,8 +11,9 @@ from onestack import files, host, stack
 from onestack.stack import site
 
 
-def fastest(cases: Dict[str, dict]) -> Optional[str]:
-    """The flavor with the best geometric mean of its ratios over the cases."""
+def ranked(cases: Dict[str, dict]) -> List[str]:
+    """The measured flavors, fastest first: by the geometric mean of their
+    ratios over the cases."""
     by_flavor: Dict[str, list] = {}
     for case in cases.values():
         for r in case["results"]:
@@ -20,9 +21,33 @@ def fastest(cases: Dict[str, dict]) -> Optional[str]:
                 continue
             for fig in r.get("figures", {}).values():
                 by_flavor.setdefault(r["label"], []).append(fig["ratio"])
-    if not by_flavor:
-        return None
-    return min(by_flavor, key=lambda k: statistics.geometric_mean(by_flavor[k]))
+    return sorted(by_flavor, key=lambda k: statistics.geometric_mean(by_flavor[k]))
+
+
+def fastest(cases: Dict[str, dict]) -> Optional[str]:
+    return next(iter(ranked(cases)), None)
+
+
+def _figures(module: str, cases: Dict[str, dict]) -> str:
+    """A flavor's figures in the cases, in words: median [min-max] unit."""
+    words = []
+    for case_name, case in cases.items():
+        run = next((r for r in case["results"] if r["name"] == module), {})
+        for name, fig in run.get("figures", {}).items():
+            unit = case["figures"][name]["unit"]
+            words.append(f"{case_name} {fig['median']:.3g} {unit} [{fig['min']:.3g}-{fig['max']:.3g}]")
+    return ", ".join(words)
+
+
+def reason(chosen: str, cases: Dict[str, dict], report_id: str, beyond_noise: bool) -> str:
+    """Why the chosen flavor is the default, from this run: its figures
+    against those of the next fastest flavor."""
+    others = [m for m in ranked(cases) if m != chosen]
+    against = f" against {others[0]}'s {_figures(others[0], cases)}" if others else ""
+    verdict = (
+        "fastest beyond the spread of the runs" if beyond_noise else "no flavor ahead beyond the spread of the runs"
+    )
+    return f"report {report_id}: {_figures(chosen, cases)}{against}; {verdict}"
 
 
 def clearly_faster(challenger: str, default: str, cases: Dict[str, dict]) -> bool:
@@ -51,7 +76,7 @@ def note(best: Optional[str], default: str, beyond_noise: bool, change: Optional
     if best is None:
         return "no flavor measured"
     if change:
-        return f"written as the site default: {change}; review and commit"
+        return f"written into the site file: {change}; review and commit"
     if best == default:
         return "already the site default"
     if not beyond_noise:
@@ -69,9 +94,10 @@ def measured_elsewhere(app: str) -> Optional[str]:
     return f"the site default {entry['flavor']} was measured on {entry['measured_on']}, not on this host's CPU"
 
 
-def adopt(app: str, module: str, why: str) -> Optional[str]:
-    """Write the fastest flavor as the app's default at this site
-    (default_flavors of the site file, comments kept); returns the change."""
+def record(app: str, module: str, why: str) -> str:
+    """Write the app's default at this site with this run's reason and CPU
+    (default_flavors of the site file, comments kept): a new flavor, or the
+    same one re-measured; returns the change in words."""
     file = site.load().file
     # Its flavor's name: a default flavor holds in every version (the site's
     # `versions` chooses which one loads).
@@ -80,11 +106,10 @@ def adopt(app: str, module: str, why: str) -> Optional[str]:
     yaml.width = 100
     document = yaml.load(file.read_text())
     defaults = document.setdefault("default_flavors", {})
-    if defaults.get(app, {}).get("flavor") == flavor:
-        return None
+    kept = defaults.get(app, {}).get("flavor") == flavor
     defaults[app] = {"flavor": flavor, "why": why, "measured_on": host.model()}
     with files.replacing(file) as partial, open(partial, "w") as handle:
         yaml.dump(document, handle)
     site._load.cache_clear()
     stack._load.cache_clear()
-    return f"{file}: default_flavors.{app}: {flavor}"
+    return f"{file}: default_flavors.{app}: {flavor}" + (" (kept, its reason re-measured)" if kept else "")

@@ -2,9 +2,11 @@
 written out here (the report itself runs in tests/test_report.py)."""
 
 import math
+import shutil
 
-from onestack import problems, stack
+from onestack import host, paths, problems, stack
 from onestack.report import defaults, goals, measure, pairs, peak, peak_search, start_cost
+from onestack.stack import site
 
 
 def _app(results: list, figures: dict, benchmark: bool = False, **extra) -> dict:
@@ -188,6 +190,39 @@ def _two_flavors(better: str, a: dict, b: dict) -> dict:
             "results": [{"name": "app/a", "figures": {"figure": a}}, {"name": "app/b", "figures": {"figure": b}}],
         }
     }
+
+
+def test_a_full_run_restates_the_default_it_keeps_with_its_figures_and_cpu(tmp_path, monkeypatch):
+    """A default that no flavor beats beyond the spread stays, its reason
+    and CPU rewritten from this run (comments of the site file kept)."""
+    run = {"kind": "flavor", "label": "", "name": ""}
+    cases = {
+        "hpl": {
+            "figures": {"gflops": {"better": "higher", "unit": "GFLOPS"}},
+            "results": [
+                {
+                    **run,
+                    "label": m,
+                    "name": m,
+                    "figures": {"gflops": {"median": v, "min": v - 1, "max": v + 1, "ratio": r}},
+                }
+                for m, v, r in (("hpl/openblas-impi", 87.3, 1.0), ("hpl/mkl-mpich", 86.9, 1.005))
+            ],
+        }
+    }
+    why = defaults.reason("hpl/openblas-impi", cases, "20261127-030000", beyond_noise=False)
+    assert why == (
+        "report 20261127-030000: hpl 87.3 GFLOPS [86.3-88.3] against hpl/mkl-mpich's hpl 86.9 GFLOPS "
+        "[85.9-87.9]; no flavor ahead beyond the spread of the runs"
+    )
+    folder = tmp_path / "mysite"
+    shutil.copytree(paths.data_root() / "sites" / "default", folder)
+    monkeypatch.setenv("ONESTACK_SITE", str(folder))
+    change = defaults.record("hpl", "hpl/openblas-impi", why)
+    assert change.endswith("default_flavors.hpl: openblas-impi (kept, its reason re-measured)")
+    written = site.load().default_flavors["hpl"]
+    assert written == {"flavor": "openblas-impi", "why": why, "measured_on": host.model()}
+    assert "# Measured here by `make report`" in (folder / "site.yaml").read_text(), "the site file's comments"
 
 
 def test_the_default_changes_only_for_a_flavor_faster_beyond_the_spread():

@@ -233,7 +233,10 @@ def cmd_community(args) -> None:
 
 
 def cmd_report(args) -> None:
-    report.make(reduced=args.reduced, only=args.flavors)
+    if args.defaults:
+        report.make_defaults(args.flavors)
+    else:
+        report.make(reduced=args.reduced, only=args.flavors)
 
 
 def cmd_report_path(args) -> None:
@@ -304,6 +307,11 @@ COMMANDS = [
                 "--reduced",
                 "small sizes, one run each, one case per application "
                 "(the test suite's run: keeps the code path working)",
+            ),
+            (
+                "--defaults",
+                "only the named applications' flavors side by side, to choose the site defaults "
+                "(no yardsticks, pairs, peak or page)",
             ),
         ],
     ),

@@ -63,9 +63,15 @@ def _measured_cases(app: str, reduced: bool) -> List[problems.Problem]:
     return cases[:1] if reduced else [problems.full_size(p) for p in cases]
 
 
-def _measure_app(
-    init: Path, app: str, contestants: List[dict], out: Path, reduced: bool, only: List[str], repeats: int, warmup: bool
-) -> Optional[dict]:
+def _rounds(reduced: bool) -> tuple:
+    """Runs of each contestant on a case, and whether a warm-up precedes them."""
+    return (1, False) if reduced else (3, True)
+
+
+def _measure_cases(init: Path, app: str, contestants: List[dict], out: Path, reduced: bool) -> dict:
+    """Every contestant on each of the app's cases with figures, in rounds
+    (3 after a warm-up; reduced: one)."""
+    repeats, warmup = _rounds(reduced)
     cases = {}
     for problem in _measured_cases(app, reduced):
         results = measure.measure_case(init, contestants, problem, out / "runs" / app / problem.case, repeats, warmup)
@@ -76,15 +82,15 @@ def _measure_app(
             "figures": problem["figures"],
             "benchmark": problem["benchmark_only"],
         }
-    if not cases:
-        return None
+    return cases
+
+
+def _default(app: str, cases: dict, out: Path, full: bool) -> dict:
+    """The app's fastest flavor and what the run did to its site default."""
     headline = goals._headline(cases)
     best = defaults.fastest(headline)
     default = next(f.module_name for f in stack.load().flavors if f.app.module == app and f.is_default)
     beyond_noise = best is not None and defaults.clearly_faster(best, default, headline)
-    # Only a full run over all of an app's flavors may name its default; it
-    # also restates a default that stays with this run's figures and CPU.
-    full = not reduced and (not only or app in only)
     chosen = best if beyond_noise else default
     change = (
         defaults.record(app, chosen, defaults.reason(chosen, headline, out.name, beyond_noise))
@@ -98,6 +104,18 @@ def _measure_app(
         "default_change": change,
         "default_note": defaults.note(best, default, beyond_noise, change),
         "default_measured_elsewhere": defaults.measured_elsewhere(app),
+    }
+
+
+def _measure_app(init: Path, app: str, contestants: List[dict], out: Path, reduced: bool, only: List[str]) -> dict:
+    cases = _measure_cases(init, app, contestants, out, reduced)
+    if not cases:
+        return None
+    # Only a full run over all of an app's flavors may name its default; it
+    # also restates a default that stays with this run's figures and CPU.
+    full = not reduced and (not only or app in only)
+    return {
+        **_default(app, cases, out, full),
         "native_pairs": pairs.measure_pairs(init, contestants, app, out / "pairs", reduced),
         "abi_pairs": pairs.measure_abi_pairs(init, contestants, app, out / "abi-pairs", reduced),
         "emulated": [] if reduced else measure.emulated(init, contestants, app, out / "emulated"),
@@ -118,24 +136,50 @@ def _search_peak(init: Path, app: dict, peak_gflops: float, cores: int, out: Pat
     return found
 
 
+def _start(only: List[str], suffix: str = "") -> tuple:
+    """The live tree's init script and published flavors, the selection
+    checked, and the new report's folder."""
+    published = publish.release_manifest(publish.current_release())["flavors"]
+    _check_selection(only, published)
+    out = reports_dir() / (time.strftime("%Y%m%d-%H%M%S") + suffix)
+    out.mkdir(parents=True)
+    print(f"==> report: host {host.describe()}", flush=True)
+    return publish.current_release() / "init" / "bash", published, out
+
+
+def make_defaults(apps: List[str]) -> Path:
+    """What the site defaults rest on, alone: every published flavor of
+    each named application side by side on its cases (3 rounds after a
+    warm-up), and the defaults written as a full report writes them. No
+    yardsticks, pairs, peak or page: a full report takes hours on 2 cores,
+    and a site re-measures its defaults after each change of its stack."""
+    if not apps or any("/" in a for a in apps):
+        raise OnestackError("report --defaults: name whole applications (a default rests on all their flavors)")
+    init, published, out = _start(apps, "-defaults")
+    flavors = [c for c in measure.contestants(published) if c["kind"] == "flavor"]
+    measured = []
+    for app in apps:
+        cases = _measure_cases(init, app, [c for c in flavors if c["app"] == app], out, reduced=False)
+        measured.append(_default(app, cases, out, full=True))
+        print(f"==> report: fastest {app} flavor: {measured[-1]['fastest']} ({measured[-1]['default_note']})")
+    (out / "results.json").write_text(json.dumps({"host": host.describe(), "apps": measured}, indent=1, default=str))
+    print(f"==> report: {out / 'results.json'}")
+    return out
+
+
 def make(reduced: bool, only: Optional[List[str]] = None) -> Path:
     """Run every selected contestant on every case and write the report."""
     only = only or []
-    init = publish.current_release() / "init" / "bash"
-    published = publish.release_manifest(publish.current_release())["flavors"]
-    _check_selection(only, published)
-    repeats, warmup = (1, False) if reduced else (3, True)
-    out = reports_dir() / time.strftime("%Y%m%d-%H%M%S")
-    out.mkdir(parents=True)
+    init, published, out = _start(only)
+    repeats, warmup = _rounds(reduced)
     cpus = sorted(os.sched_getaffinity(0))
     cpu = host.describe()
-    print(f"==> report: host {cpu}", flush=True)
     before = peak.measure(cpus)
     everyone = measure.contestants(published)
     apps = []
     for app in problems.apps():
         contestants = [c for c in everyone if c["app"] == app and _selected(c, app, only)]
-        measured = _measure_app(init, app, contestants, out, reduced, only, repeats, warmup) if contestants else None
+        measured = _measure_app(init, app, contestants, out, reduced, only) if contestants else None
         if measured:
             apps.append(measured)
     for a in apps:

@@ -4,7 +4,10 @@ written out here (the report itself runs in tests/test_report.py)."""
 import math
 import shutil
 
-from onestack import host, paths, problems, stack
+import pytest
+
+from onestack import host, paths, problems, report, stack
+from onestack.errors import OnestackError
 from onestack.report import defaults, goals, measure, pairs, peak, peak_search, start_cost
 from onestack.stack import site
 
@@ -223,6 +226,11 @@ def test_a_full_run_restates_the_default_it_keeps_with_its_figures_and_cpu(tmp_p
     written = site.load().default_flavors["hpl"]
     assert written == {"flavor": "openblas-impi", "why": why, "measured_on": host.model()}
     assert "# Measured here by `make report`" in (folder / "site.yaml").read_text(), "the site file's comments"
+
+
+def test_a_defaults_run_takes_whole_applications_only():
+    with pytest.raises(OnestackError, match="name whole applications"):
+        report.make_defaults(["hpl/openblas-mpich"])
 
 
 def test_the_default_changes_only_for_a_flavor_faster_beyond_the_spread():

@@ -107,7 +107,9 @@ def _default(app: str, cases: dict, out: Path, full: bool) -> dict:
     }
 
 
-def _measure_app(init: Path, app: str, contestants: List[dict], out: Path, reduced: bool, only: List[str]) -> dict:
+def _measure_app(
+    init: Path, app: str, contestants: List[dict], out: Path, reduced: bool, only: List[str]
+) -> Optional[dict]:
     cases = _measure_cases(init, app, contestants, out, reduced)
     if not cases:
         return None

@@ -20,7 +20,7 @@ SITE_PACKAGES = sorted(
 
 def test_site_recipes_pass_spack_audit():
     proc = subprocess.run(
-        [str(paths.spack_root() / "bin" / "spack"), "-e", str(REPO), "audit", "packages", *SITE_PACKAGES],
+        spack.command("audit", "packages", *SITE_PACKAGES),
         text=True,
         capture_output=True,
     )
@@ -124,7 +124,7 @@ def test_open_mpi_flavors_get_open_mpis_wrappers(tmp_path):
     script = tmp_path / "wrappers.py"
     script.write_text(code)
     proc = subprocess.run(
-        [str(paths.spack_root() / "bin" / "spack"), "-e", str(REPO), "python", str(script)],
+        spack.command("python", str(script)),
         text=True,
         capture_output=True,
     )

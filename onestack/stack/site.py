@@ -70,18 +70,17 @@ def load() -> Site:
 
 
 def state_key() -> str:
-    """The name of this site's state folders: the site's name where it is a
-    folder of sites/ built at its own prefix (`.generated/default/`, the
-    name the pipeline file triggers), else the name and a digest of the
-    site folder and prefix, so that a second prefix (a developer's tree, a
-    test's) or a site kept elsewhere under the same name gets folders of its
-    own."""
+    """The name of this site's state folders: the site's name at its own
+    prefix (`.generated/default/`, the name the pipeline file triggers), else
+    the name and a digest of the prefix, so that a second prefix (a
+    developer's tree) gets folders of its own. The prefix, not the site
+    folder, is what a site's installs and modules are: a copy of the site
+    folder edited elsewhere (its `versions`, say) at the same prefix is the
+    same site, and shares its lock and scope."""
     own = load()
-    folder = paths.site_dir().resolve()
-    if folder == (paths.data_root() / "sites" / own.name).resolve() and prefix() == own.prefix:
+    if prefix() == own.prefix:
         return own.name
-    digest = hashlib.sha256(f"{folder}\n{prefix()}".encode()).hexdigest()[:8]
-    return f"{own.name}-{digest}"
+    return f"{own.name}-{hashlib.sha256(str(prefix()).encode()).hexdigest()[:8]}"
 
 
 def state_dir() -> Path:

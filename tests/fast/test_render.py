@@ -6,6 +6,7 @@ schema refuses them (tests/bad-input/)."""
 
 import dataclasses
 import shlex
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -94,6 +95,11 @@ def test_two_sites_and_two_prefixes_keep_state_folders_of_their_own(tmp_path, mo
     assert keys[:2] == ("default", "example-infiniband") and keys[2].startswith("default-"), keys
     assert len(set(states)) == len(set(scopes)) == 3, seen
     assert all(Path(scope).is_relative_to(tmp_path / "cache" / "sites") for scope in scopes), scopes
+    # A copy of a site folder edited elsewhere, at the site's prefix, is that site.
+    shutil.copytree(paths.REPO / "sites" / "default", tmp_path / "edited")
+    monkeypatch.setenv("ONESTACK_SITE", str(tmp_path / "edited"))
+    monkeypatch.setenv("ONESTACK_PREFIX", "")
+    assert site.state_key() == "default"
 
 
 class LuaModule:

@@ -77,9 +77,10 @@ def test_a_site_deprecates_and_hides_versions(modules_root, tmp_path, published_
         "hpl": {"deprecated": {hpl.app.version: "HPCC 1.5.0 leaves this site in 2027: use HPL 2.3"}},
         "lmp": {"hidden": [lmp.app.version]},
     }
-    (tmp_path / "site").mkdir()
-    (tmp_path / "site" / "site.yaml").write_text(yaml.safe_dump(site))
-    env = {**modules_root, "ONESTACK_SITE": str(tmp_path / "site")}
+    # The site edited, kept elsewhere under its name: the same site (its lock, its scope).
+    (tmp_path / "default").mkdir()
+    (tmp_path / "default" / "site.yaml").write_text(yaml.safe_dump(site))
+    env = {**modules_root, "ONESTACK_SITE": str(tmp_path / "default")}
     # Every flavor of the run's lists: a publish of some would drop the others'
     # roots from the environment's lock (the report's reference and twins).
     onestack("publish", env_extra=env, check=True)

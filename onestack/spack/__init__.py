@@ -80,11 +80,24 @@ def lock_is_current() -> bool:
     return lock.is_file() and stamp.is_file() and stamp.read_text() == recipes_fingerprint()
 
 
+def check_set_up() -> None:
+    """Refuse a site this machine has not set up (a new site folder, a new
+    prefix): without its scope Spack would solve without the site's
+    externals and fail on a version it cannot see (intel-oneapi-mpi's)."""
+    if not (site_scope() / "packages.yaml").is_file():
+        raise SpackError(
+            f"site {site.load().name} at prefix {site.prefix()} is not set up on this machine "
+            f"(no Spack scope at {site_scope()}): run `make setup` or `bin/onestack site` first, "
+            "with the same ONESTACK_SITE and ONESTACK_PREFIX"
+        )
+
+
 def concretize() -> None:
     """`spack concretize` of the rendered flavors. Spack keeps a root it has
     concretized before, even when the recipe it was solved with has changed
     since (a reused checkout then installs the old, unfixed build); so when
     the inputs have changed, every root is solved again (--force)."""
+    check_set_up()
     unchanged = lock_is_current()
     run("concretize", *([] if unchanged else ["--force"]), quiet=True)
     _concretized_stamp().write_text(recipes_fingerprint())

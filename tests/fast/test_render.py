@@ -14,7 +14,7 @@ import lupa
 import pytest
 import yaml
 
-from onestack import host, paths, render, stack
+from onestack import host, paths, render, spack, stack
 from onestack.modules import publish
 from onestack.problems import How, Problem, runner
 from onestack.spack import environment, scope, vendor
@@ -95,11 +95,15 @@ def test_two_sites_and_two_prefixes_keep_state_folders_of_their_own(tmp_path, mo
     assert keys[:2] == ("default", "example-infiniband") and keys[2].startswith("default-"), keys
     assert len(set(states)) == len(set(scopes)) == 3, seen
     assert all(Path(scope).is_relative_to(tmp_path / "cache" / "sites") for scope in scopes), scopes
-    # A copy of a site folder edited elsewhere, at the site's prefix, is that site.
-    shutil.copytree(paths.REPO / "sites" / "default", tmp_path / "edited")
-    monkeypatch.setenv("ONESTACK_SITE", str(tmp_path / "edited"))
-    monkeypatch.setenv("ONESTACK_PREFIX", "")
-    assert site.state_key() == "default"
+    # A copy of a site folder edited elsewhere, at the site's prefix, is that
+    # site; one of another name is another, refused until it is set up.
+    for name in ("default", "edited"):
+        shutil.copytree(paths.REPO / "sites" / "default", tmp_path / "elsewhere" / name)
+        monkeypatch.setenv("ONESTACK_SITE", str(tmp_path / "elsewhere" / name))
+        monkeypatch.setenv("ONESTACK_PREFIX", "")
+        assert site.state_key() == name
+    with pytest.raises(spack.SpackError, match=r"site edited at prefix .* is not set up on this machine"):
+        spack.concretize()
 
 
 class LuaModule:

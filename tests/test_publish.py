@@ -73,7 +73,7 @@ def test_a_site_deprecates_and_hides_versions(modules_root, tmp_path, published_
     hpl = stack.load().flavor("hpl/openblas-mpich")
     lmp = next(stack.load().flavor(m) for m in published_flavors if m.startswith("lmp/"))
     site = yaml.safe_load((REPO / "sites" / "default" / "site.yaml").read_text())
-    site["versions"] = {
+    site["versions"] = site.get("versions", {}) | {
         "hpl": {"deprecated": {hpl.app.version: "HPCC 1.5.0 leaves this site in 2027: use HPL 2.3"}},
         "lmp": {"hidden": [lmp.app.version]},
     }

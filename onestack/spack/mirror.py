@@ -151,12 +151,15 @@ def _commit_archive(source: dict, how: dict) -> None:
         tree = Path(tmp) / "spack-src"
         _extract(variable, clone, commit, tree, [f":(exclude){path}" for path in how["omit"]])
         pinned = {"": (clone, commit)}
-        for path, sub_variable in sorted(how["submodules"].items()):
+        for path, origin in sorted(how["submodules"].items()):
             parent = max((p for p in pinned if not p or path.startswith(p + "/")), key=len)
             parent_clone, parent_commit = pinned[parent]
             sub_commit = _gitlink(parent_clone, parent_commit, path[len(parent) :].lstrip("/"), path)
-            pinned[path] = (_verified_clone(sub_variable, sub_commit, f"the submodule {path}"), sub_commit)
-            _extract(sub_variable, pinned[path][0], sub_commit, tree / path, [])
+            if isinstance(origin, dict):
+                _extract_vendored(origin, path, sub_commit, tree / path)
+                continue
+            pinned[path] = (_verified_clone(origin, sub_commit, f"the submodule {path}"), sub_commit)
+            _extract(origin, pinned[path][0], sub_commit, tree / path, [])
         with files.replacing(paths.mirror() / source["mirror_path"]) as partial:
             subprocess.run(["tar", "-czf", str(partial), "-C", tmp, "spack-src"], check=True)
     with_submodules = f" with {len(how['submodules'])} submodules" if how["submodules"] else ""
@@ -164,6 +167,25 @@ def _commit_archive(source: dict, how: dict) -> None:
         f"==> mirror: admitted {source['spec']} {source['kind']} "
         f"(git archive of commit {commit}{with_submodules} from ${variable})"
     )
+
+
+def _extract_vendored(origin: dict, path: str, sub_commit: str, into: Path) -> None:
+    """A submodule from a repository that vendors it (its own host is one no
+    machine here reaches): the vendored folder, admitted only if the vendoring
+    commit's records name the very commit the parent pins, so the pin still
+    decides what is built."""
+    variable, commit = origin["clone_variable"], origin["commit"]
+    clone = _verified_clone(variable, commit, f"the repository vendoring {path}")
+    name = Path(path).name
+    records = subprocess.run(
+        ["git", "-C", clone, "show", f"{commit}:{origin['records']}"], text=True, capture_output=True
+    ).stdout.split("\n")
+    if f"{sub_commit} {name}" not in records:
+        raise MirrorError(
+            f"{OFFLINE_SOURCES}: submodules: {path}: {origin['records']} of commit {commit} (${variable}) does not "
+            f"record {sub_commit} for {name}, the commit the parent pins: not admitted"
+        )
+    _extract(variable, clone, f"{commit}:{origin['path']}", into, [])
 
 
 def _verified_clone(variable: str, commit: str, what: str) -> str:

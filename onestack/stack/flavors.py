@@ -496,16 +496,9 @@ def _hybrid_env(threads: str, components: dict, *envs: dict) -> Tuple[Setting, .
 
 def _application(file: Path, doc: dict, site: Site) -> Application:
     names = doc["flavors"]
-    default = site.default_flavors.get(doc["module"])
-    if default:
-        _check_choice(
-            site.file,
-            f"default_flavors.{doc['module']}.flavor",
-            default["flavor"],
-            names,
-            "flavor",
-            f"keys of flavors in {data.location(file)}",
-        )
+    # The module's default flavor: the site's, else the file's (both checked
+    # against every version of the module, _check_module_defaults).
+    default = site.default_flavors.get(doc["module"], {}).get("flavor")
     app = Application(
         file=file,
         module=doc["module"],
@@ -514,7 +507,7 @@ def _application(file: Path, doc: dict, site: Site) -> Application:
         description=doc["description"],
         usage=doc["usage"],
         program=doc["program"],
-        default_flavor=default["flavor"] if default else doc["default_flavor"],
+        default_flavor=default or doc["default_flavor"],
         build=tuple(doc["build"]),
         ci_build=tuple(doc["ci_build"]),
         math_uses=tuple(doc["math_uses"]),
@@ -526,7 +519,6 @@ def _application(file: Path, doc: dict, site: Site) -> Application:
     )
     _check_flags(file, "variants", app.variants)
     _check_single_path(file, "variants", app.variants)
-    _check_choice(file, "default_flavor", doc["default_flavor"], names, "flavor", "keys of flavors")
     for i, name in enumerate(app.build):
         _check_choice(file, f"build[{i}]", name, names, "flavor", "keys of flavors")
     for i, name in enumerate(app.levels_build):
@@ -597,6 +589,29 @@ def _check_site_versions(site: Site, flavors: List[Flavor]) -> None:
                 "version",
                 f"the versions of {app} in environments/",
             )
+
+
+def _check_module_defaults(site: Site, flavors: List[Flavor]) -> None:
+    """`module load <module>` loads one flavor, whatever versions the
+    module's files hold: the site's default flavor, else the one every file
+    names; a flavor of one version at least (a newer version may not offer
+    it yet)."""
+    for module in sorted({f.app.module for f in flavors}):
+        names = {f.flavor_name for f in flavors if f.app.module == module}
+        where = f"keys of flavors in the {module} files of environments/"
+        if module in site.default_flavors:
+            chosen = site.default_flavors[module]["flavor"]
+            _check_choice(site.file, f"default_flavors.{module}.flavor", chosen, names, "flavor", where)
+            continue
+        named = {f.app.file: f.app.default_flavor for f in flavors if f.app.module == module}
+        first = min(named)
+        for file, default in sorted(named.items()):
+            _check_choice(file, "default_flavor", default, names, "flavor", where)
+            if default != named[first]:
+                raise InputError(
+                    f"{data.location(file)}: default_flavor: {default}, but {data.location(first)} names "
+                    f"{named[first]}: `module load {module}` loads one flavor; name the same in every {module} file"
+                )
 
 
 def default_version(site: Site, module: str, versions) -> str:
@@ -686,5 +701,6 @@ def load_matrix(site: Site) -> Matrix:
     flavors = _mark_default_versions(flavors, site)
     for app in site.default_flavors:
         _check_choice(site.file, f"default_flavors.{app}", app, modules, "application", "modules of environments/")
+    _check_module_defaults(site, flavors)
     _check_site_versions(site, flavors)
     return Matrix(site=site, flavors=tuple(flavors), runtimes=_runtimes(components, site), components=components)

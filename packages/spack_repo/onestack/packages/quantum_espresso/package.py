@@ -35,6 +35,22 @@ class QuantumEspresso(BuiltinQuantumEspresso):
         url="https://gitlab.com/QEF/q-e/-/archive/qe-6.7.0/q-e-qe-6.7.0.tar.gz",
     )
 
+    # QE 7.5 as the commit of its release tag with the submodules its CMake
+    # build compiles in (devXlib, libmbd, Wannier90): the release archive the
+    # builtin 7.5 checksums lacks them, and QE's CMake then clones them at
+    # configure time. setup/offline-sources.yaml says where each comes from
+    # offline (devXlib's own host is one no machine here reaches).
+    _SUBMODULES = ["external/devxlib", "external/mbd", "external/wannier90"]
+    version("7.5.0", commit="770a0b2d12928a67048e2f3da8d10d057e52179e", submodules=lambda package: package._SUBMODULES)
+
+    def patch(self):
+        """QE's CMake takes a submodule folder as checked out when it holds a
+        .git (cmake/qeHelpers.cmake), else clones it: an archived source
+        (Spack's mirror) has the files but no .git."""
+        if self.spec.satisfies("@7.5.0"):
+            for folder in self._SUBMODULES:
+                touch(join_path(folder, ".git"))
+
     # Netlib's reference BLAS/LAPACK ran 1.6x-5x slower on the site benchmark
     # (AUSURF112, 64 ranks) and half of those builds failed outright (DLASCL
     # "parameter number 4 had an illegal value", hangs in collectives).

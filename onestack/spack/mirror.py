@@ -143,7 +143,8 @@ def _commit_archive(source: dict, how: dict) -> None:
     one top folder, its submodules checked out in it (what `spack mirror
     create` writes); `git archive` of the commit, resolved in the clone to
     exactly that id, is that tree, less the files `omit` names (each with why
-    no build step reads it), plus each submodule at the commit its parent's
+    no build step reads it; a path inside a submodule leaves it out of that
+    submodule), plus each submodule at the commit its parent's
     tree records, from the clone `submodules` names for it."""
     variable, commit = how["clone_variable"], source["commit"]
     clone = _verified_clone(variable, commit, source["url"])
@@ -155,11 +156,12 @@ def _commit_archive(source: dict, how: dict) -> None:
             parent = max((p for p in pinned if not p or path.startswith(p + "/")), key=len)
             parent_clone, parent_commit = pinned[parent]
             sub_commit = _gitlink(parent_clone, parent_commit, path[len(parent) :].lstrip("/"), path)
+            omitted = [f":(exclude){o[len(path) + 1 :]}" for o in how["omit"] if o.startswith(path + "/")]
             if isinstance(origin, dict):
-                _extract_vendored(origin, path, sub_commit, tree / path)
+                _extract_vendored(origin, path, sub_commit, tree / path, omitted)
                 continue
             pinned[path] = (_verified_clone(origin, sub_commit, f"the submodule {path}"), sub_commit)
-            _extract(origin, pinned[path][0], sub_commit, tree / path, [])
+            _extract(origin, pinned[path][0], sub_commit, tree / path, omitted)
         with files.replacing(paths.mirror() / source["mirror_path"]) as partial:
             subprocess.run(["tar", "-czf", str(partial), "-C", tmp, "spack-src"], check=True)
     with_submodules = f" with {len(how['submodules'])} submodules" if how["submodules"] else ""
@@ -169,7 +171,7 @@ def _commit_archive(source: dict, how: dict) -> None:
     )
 
 
-def _extract_vendored(origin: dict, path: str, sub_commit: str, into: Path) -> None:
+def _extract_vendored(origin: dict, path: str, sub_commit: str, into: Path, omitted: List[str]) -> None:
     """A submodule from a repository that vendors it (its own host is one no
     machine here reaches): the vendored folder, admitted only if the vendoring
     commit's records name the very commit the parent pins, so the pin still
@@ -185,7 +187,7 @@ def _extract_vendored(origin: dict, path: str, sub_commit: str, into: Path) -> N
             f"{OFFLINE_SOURCES}: submodules: {path}: {origin['records']} of commit {commit} (${variable}) does not "
             f"record {sub_commit} for {name}, the commit the parent pins: not admitted"
         )
-    _extract(variable, clone, f"{commit}:{origin['path']}", into, [])
+    _extract(variable, clone, f"{commit}:{origin['path']}", into, omitted)
 
 
 def _verified_clone(variable: str, commit: str, what: str) -> str:

@@ -4,6 +4,7 @@ pinned by commit is archived from that commit; a release archive is made
 from its tag as GitHub serves it."""
 
 import gzip
+import shutil
 import subprocess
 import tarfile
 
@@ -138,3 +139,50 @@ def test_a_release_archive_is_made_from_its_tag_as_github_serves_it(tmp_path):
         assert "x-1.0/autogen.sh" in tar.getnames()
     with gzip.open(archive) as tar_bytes:
         assert tar_bytes.read(512)[:6] == b"pax_gl", "not `git archive`'s tar (its global header names the commit)"
+
+
+def test_a_vendored_submodule_is_admitted_only_where_its_records_name_the_pinned_commit(tmp_path):
+    """quantum-espresso@7.5.0: devXlib's own host is GitLab alone; a
+    repository that vendors it (QEF/q-e_schrodinger) stands in, its folder
+    taken only if that repository's records name the commit QE pins. `omit`
+    leaves files out of a submodule too."""
+    sub = _one_commit_repo(tmp_path / "devxlib")
+    _one_commit_repo(tmp_path / "top")
+    top = _add_submodule(tmp_path / "top", tmp_path / "devxlib", "external/devxlib")
+    vendoring = tmp_path / "vendoring"
+    shutil.copytree(tmp_path / "devxlib", vendoring / "external" / "devxlib", ignore=shutil.ignore_patterns(".git"))
+    (vendoring / "external" / "records").write_text(f"{sub} devxlib\n")
+    vendored = _commit_all_new(vendoring)
+    (vendoring / "external" / "records").write_text(f"{'2' * 40} devxlib\n")
+    elsewhere = _commit_all(vendoring)
+    source = {
+        "spec": "quantum-espresso@7.5.0",
+        "kind": "source",
+        "sha256": None,
+        "commit": top,
+        "url": "https://example.org/top.git",
+        "mirror_path": f"_source-cache/git/top.git/{top}.tar.gz",
+    }
+    origin = {"clone_variable": "TEST_VENDORING", "path": "external/devxlib", "records": "external/records", "why": "x"}
+    how = {
+        "clone_variable": "TEST_TOP",
+        "omit": {"external/devxlib/test/out": "no build step reads it"},
+        "submodules": {"external/devxlib": {**origin, "commit": vendored}},
+    }
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ONESTACK_MIRROR", str(tmp_path / "mirror"))
+        mp.setenv("TEST_TOP", str(tmp_path / "top"))
+        mp.setenv("TEST_VENDORING", str(vendoring))
+        refused = {**how, "submodules": {"external/devxlib": {**origin, "commit": elsewhere}}}
+        with pytest.raises(mirror.MirrorError, match=f"does not record {sub} for devxlib, the commit the parent pins"):
+            mirror._commit_archive(source, refused)
+        mirror._commit_archive(source, how)
+    with tarfile.open(tmp_path / "mirror" / source["mirror_path"]) as archive:
+        names = archive.getnames()
+    assert "spack-src/external/devxlib/autogen.sh" in names
+    assert "spack-src/external/devxlib/test/out" not in names
+
+
+def _commit_all_new(repo):
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    return _commit_all(repo)

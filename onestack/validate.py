@@ -60,12 +60,13 @@ def _check_not_checked(matrix) -> None:
 
 def _check_problem_versions(app: str, versions: set) -> None:
     for case, problem in problems.load(app, benchmarks=True).items():
-        for version in problem["not_checked_on"]:
-            if version not in versions:
-                raise data.InputError(
-                    f"{problems.PROBLEMS}/{app}/{case}.yaml: not_checked_on.{version}: no version {version} of "
-                    f"{app} in environments/ (versions: {', '.join(sorted(versions))})"
-                )
+        for key in ("not_checked_on", "source_on"):
+            for version in problem[key]:
+                if version not in versions:
+                    raise data.InputError(
+                        f"{problems.PROBLEMS}/{app}/{case}.yaml: {key}.{version}: no version {version} of "
+                        f"{app} in environments/ (versions: {', '.join(sorted(versions))})"
+                    )
 
 
 def _check_style_cases(app) -> None:

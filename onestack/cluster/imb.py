@@ -90,7 +90,7 @@ def source() -> Dict[str, str]:
     """name@version -> the sha256 its recipe declares (for `make mirror`),
     asked of Spack once per process (each build needs it)."""
     spec = stack.load().components["mpi_benchmarks"]
-    return {spec: spack.query("version_archives", spec)[spec]}
+    return {spec: spack.query("version_archives", spec)[spec]["sha256"]}
 
 
 def bench_dir() -> Path:

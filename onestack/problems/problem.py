@@ -55,6 +55,10 @@ class Problem:
         """The same problem with arguments added to its command (e.g. `-sf opt`)."""
         return Problem(self.app, self.case, {**self.spec, "command": f"{self.spec['command']} {args}".strip()})
 
+    def from_source(self, spec: str) -> "Problem":
+        """The same case as another version's source archive holds it."""
+        return Problem(self.app, self.case, {**self.spec, "source": spec})
+
     def not_checked(self, why: str) -> "Problem":
         """The same problem, each of its checks printed as not checked, with why."""
         return Problem(self.app, self.case, {**self.spec, "not_checked_why": why})
@@ -111,6 +115,8 @@ def of_flavor(flavor, case: str, style: str = "") -> Problem:
     where named; a run that cannot match the reference prints its checks as
     not checked, with why (not_checked_why)."""
     problem = load(flavor.app.module)[case]
+    if flavor.app.version in problem["source_on"]:
+        problem = problem.from_source(problem["source_on"][flavor.app.version])
     if style:
         problem = problem.with_args(dict(flavor.app.accelerators)[style]["args"])
     why = not_checked_why(flavor, case, style)
@@ -165,20 +171,30 @@ def full_size(problem: Problem) -> Problem:
 def _declared_sha256() -> Dict[str, str]:
     """The sha256 each problem's `source` version declares in its recipe,
     resolved once per process (one `spack python` for every problem)."""
-    specs = sorted({p["source"] for app in apps() for p in _load(_folder(), app).values() if "source" in p.spec})
+    specs = sorted({s for app in apps() for p in _load(_folder(), app).values() for s in _source_specs(p)})
     return spack.query("version_archives", *specs) if specs else {}
+
+
+def _source_specs(problem: Problem) -> List[str]:
+    """The source archives a problem takes its files from, by version."""
+    return ([problem["source"]] if "source" in problem.spec else []) + list(problem["source_on"].values())
 
 
 def sources(of_apps: Iterable[str]) -> Dict[str, str]:
     """The archives the applications' problems take their files from:
     name@version -> the sha256 its recipe declares (for `make mirror`)."""
-    wanted = {p["source"] for app in of_apps for p in _load(_folder(), app).values() if "source" in p.spec}
-    return {spec: sha256 for spec, sha256 in _declared_sha256().items() if sha256 and spec in wanted}
+    wanted = {s for app in of_apps for p in _load(_folder(), app).values() for s in _source_specs(p)}
+    return {spec: d["sha256"] for spec, d in _declared_sha256().items() if d["sha256"] and spec in wanted}
 
 
 def source_archive(spec: str) -> Path:
-    """The verified archive of a problem's source version."""
-    return mirror.archive_path(spec, _declared_sha256().get(spec))
+    """The verified archive of a problem's source version: by its recipe's
+    sha256, or, for a version pinned by commit, the archive of that commit
+    the version's own build put in the mirror."""
+    declared = _declared_sha256().get(spec) or {"sha256": None, "commit": None}
+    if declared["commit"]:
+        return mirror.commit_archive_path(spec, declared["git"], declared["commit"])
+    return mirror.archive_path(spec, declared["sha256"])
 
 
 def _extract(archive: Path, members: List[str], dest: Path) -> None:

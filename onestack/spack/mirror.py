@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import urllib.parse
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
@@ -59,6 +60,17 @@ def archive_sources(archives: Dict[str, str]) -> List[dict]:
             {"spec": spec, "kind": "test input", "sha256": sha256, "commit": None, "url": None, "mirror_path": path}
         )
     return sources
+
+
+def commit_archive_path(spec: str, git: str, commit: str) -> Path:
+    """The archive of a version pinned by commit, where Spack's mirror keeps
+    it (_source-cache/git/<repository path>/<commit>.tar.gz)."""
+    archive = (
+        paths.mirror() / "_source-cache" / "git" / urllib.parse.urlparse(git).path.lstrip("/") / f"{commit}.tar.gz"
+    )
+    if not archive.is_file():
+        raise MirrorError(f"no archive of {spec} (commit {commit}) in the mirror: build it, or run `make mirror`")
+    return archive
 
 
 def archive_path(spec: str, sha256: Optional[str]) -> Path:

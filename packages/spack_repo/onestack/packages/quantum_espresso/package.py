@@ -8,10 +8,13 @@ from spack.package import *
 
 # Spack looks a package's builders up in the package's own module; imported
 # after spack.package, whose generic GenericBuilder would otherwise win.
-from spack_repo.builtin.packages.quantum_espresso.package import (  # noqa: E402,F401  isort:skip
-    CMakeBuilder,
+from spack_repo.builtin.packages.quantum_espresso.package import (  # noqa: E402  isort:skip
+    CMakeBuilder as BuiltinCMakeBuilder,
     GenericBuilder as BuiltinGenericBuilder,
 )
+
+# CMake's names of the flavors' BLAS/LAPACK vendors (FindBLAS's BLA_VENDOR).
+_BLA_VENDOR = {"openblas": "OpenBLAS", "amdblis": "FLAME"}
 
 
 class QuantumEspresso(BuiltinQuantumEspresso):
@@ -125,3 +128,29 @@ class GenericBuilder(BuiltinGenericBuilder):
         # QE's configure puts LDFLAGS first on its link line, so Intel MPI's wins.
         if self.spec.satisfies("^[virtuals=mpi] intel-oneapi-mpi"):
             env.set("LDFLAGS", " ".join(f"-L{d}" for d in self.spec["mpi"].libs.directories))
+
+
+class CMakeBuilder(BuiltinCMakeBuilder):
+    """The builtin CMake build (QE 7), with the flavor's own math libraries
+    named. Left to itself, QE's CMake looks for MKL first on any x86-64
+    (BLA_VENDOR Intel10_64lp), and Debian's MKL sits in the system library
+    folder: an OpenBLAS flavor linked MKL's BLAS, ScaLAPACK and FFT."""
+
+    def cmake_args(self):
+        spec = self.spec
+        blas = spec["blas"].name
+        if blas == "intel-oneapi-mkl":
+            vendor = "Intel10_64lp" if spec.satisfies("+openmp") else "Intel10_64lp_seq"
+        else:
+            vendor = _BLA_VENDOR[blas]
+        args = [*super().cmake_args(), self.define("BLA_VENDOR", vendor)]
+        if spec.satisfies("+scalapack") and spec["scalapack"].name != "intel-oneapi-mkl":
+            # QE's FindSCALAPACK looks a library named `scalapack` up: the
+            # flavor's is named for its MPI (Debian's libscalapack-mpich).
+            args.append(self.define("SCALAPACK_scalapack_LIBRARY", spec["scalapack"].libs[0]))
+        fft = spec["fftw-api"]
+        if fft.name == "intel-oneapi-mkl":
+            args.append(self.define("QE_FFTW_VENDOR", "Intel_DFTI"))
+        else:
+            args += [self.define("QE_FFTW_VENDOR", "FFTW3"), self.define("FFTW3_ROOT", fft.prefix)]
+        return args

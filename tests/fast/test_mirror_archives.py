@@ -64,8 +64,7 @@ def test_a_git_version_is_archived_from_its_commit_or_named_with_its_variable(tm
         with pytest.raises(mirror.MirrorError, match="has no commit"):
             mirror._commit_archive({**source, "commit": "1" * 40}, how)
         mirror._commit_archive(source, how)
-    with tarfile.open(tmp_path / "mirror" / source["mirror_path"]) as archive:
-        names = archive.getnames()
+    names = _archived(tmp_path, source)
     assert "spack-src/autogen.sh" in names
     assert "spack-src/test/out" not in names
 
@@ -100,8 +99,7 @@ def test_submodules_are_archived_at_the_commits_their_parents_pin(tmp_path):
         with pytest.raises(mirror.MirrorError, match="submodules: test is not a submodule of commit"):
             mirror._commit_archive(source, {**how, "submodules": {"test": "TEST_INNER"}})
         mirror._commit_archive(source, how)
-    with tarfile.open(tmp_path / "mirror" / source["mirror_path"]) as archive:
-        names = archive.getnames()
+    names = _archived(tmp_path, source)
     assert {"spack-src/3rd-party/pmix/autogen.sh", "spack-src/3rd-party/pmix/config/oac/test/out"} <= set(names)
     assert "spack-src/3rd-party/pmix/config/oac/later" not in names
 
@@ -177,10 +175,15 @@ def test_a_vendored_submodule_is_admitted_only_where_its_records_name_the_pinned
         with pytest.raises(mirror.MirrorError, match=f"does not record {sub} for devxlib, the commit the parent pins"):
             mirror._commit_archive(source, refused)
         mirror._commit_archive(source, how)
-    with tarfile.open(tmp_path / "mirror" / source["mirror_path"]) as archive:
-        names = archive.getnames()
+    names = _archived(tmp_path, source)
     assert "spack-src/external/devxlib/autogen.sh" in names
     assert "spack-src/external/devxlib/test/out" not in names
+
+
+def _archived(tmp_path, source) -> list:
+    """The member names of the archive the mirror holds for source."""
+    with tarfile.open(tmp_path / "mirror" / source["mirror_path"]) as archive:
+        return archive.getnames()
 
 
 def _commit_all_new(repo):

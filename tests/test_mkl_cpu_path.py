@@ -2,14 +2,20 @@
 flavor's module preloads onestack-mkl-cpu-path (environments/components.yaml,
 mkl `preload`), and MKL then names the instruction set its path uses
 (MKL_VERBOSE) on any vendor's CPU with AVX2; without the library, on a CPU
-not made by Intel, MKL 2020.4 names none: its generic path."""
+not made by Intel, MKL 2020.4 names none: its generic path. On that path MKL
+reads the CPU's data caches as Intel's CPUs report them; with the library it
+knows them on AMD's too (without, QE 7.5's lda+U case went wrong on one
+rank)."""
 
+import os
 import re
+import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from onestack import problems, stack
+from onestack import problems, spack, stack
 from onestack.modules import lmod
 
 VERBOSE = ("MKL_VERBOSE", "1")
@@ -48,3 +54,36 @@ def test_an_mkl_flavor_runs_mkls_path_for_the_cpus_instruction_sets(tmp_path, in
         assert "Advanced Vector Extensions" in with_library, with_library
     if cpu["vendor"] != "GenuineIntel":
         assert without == "Intel(R) Architecture processors", f"MKL gave this {cpu['vendor']} CPU: {without}"
+
+
+# MKL's own answer (mkl_serv_get_cache_size: 1 is the first data cache's
+# size in bytes, -1 none), through libmkl_rt as a program of the flavor finds it.
+CACHE_PROBE = """
+import ctypes, sys
+ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL).MKL_Get_Max_Threads()
+size = ctypes.CDLL(None).mkl_serv_get_cache_size
+size.restype, size.argtypes = ctypes.c_long, [ctypes.c_int]
+print(size(1))
+"""
+
+
+def _mkl_rt(module: str) -> Path:
+    """libmkl_rt beside the libmkl_core the flavor's program loads."""
+    flavor = stack.load().flavor(module)
+    program = Path(spack.installed([flavor])[1][flavor.spack_spec]["prefix"]) / "bin" / flavor.app.program
+    ldd = subprocess.run(["ldd", str(program)], text=True, capture_output=True, check=True).stdout
+    core = next(line.split("=>")[1].split()[0] for line in ldd.splitlines() if "libmkl_core" in line)
+    return Path(os.path.realpath(core)).with_name("libmkl_rt.so")
+
+
+def test_an_mkl_flavor_knows_the_cpus_data_caches(init_script, published_flavors):
+    mkl = [m for m in published_flavors if stack.load().flavor(m).math == "mkl"]
+    if not mkl:
+        pytest.skip("no MKL flavor is published here")
+    module, l1 = mkl[0], os.sysconf("SC_LEVEL1_DCACHE_SIZE")
+    probe = f"MKL_THREADING_LAYER=SEQUENTIAL python3 -c {shlex.quote(CACHE_PROBE)} {shlex.quote(str(_mkl_rt(module)))}"
+    ran = lmod.clean_shell(init_script, f"module load {module}\n{probe}\nunset LD_PRELOAD\n{probe}")
+    assert ran.returncode == 0, ran.stderr
+    with_library, without = (int(v) for v in ran.stdout.split())
+    print(f"{module}: MKL's first data cache {with_library} bytes with the library, {without} without; the CPU's {l1}")
+    assert with_library == l1, f"{module}: MKL holds the first data cache is {with_library} bytes, the CPU's is {l1}"

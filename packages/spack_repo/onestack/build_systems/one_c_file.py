@@ -2,8 +2,10 @@
 downloaded (onestack-dispatch, onestack-mkl-cpu-path). The recipe's url is
 the file itself (file:) and its sha256 the file's, as Spack's own
 compiler-wrapper recipe ships cc.sh: so a change to the C file changes the
-recipe, and with it the spec's hash, and the site rebuilds it. (With
-has_code = False the hash would not see the file.)
+recipe, and with it the spec's hash, and the site rebuilds it: a change
+to the file comes with a new version, and spack.yaml keeps Spack from
+reusing the installed one (concretizer: reuse: exclude). (With has_code =
+False the hash would not see the file.)
 
 Both run on every x86-64 CPU, also one below the stack's baseline: the
 dispatcher must run there to refuse clearly, and a preloaded library is

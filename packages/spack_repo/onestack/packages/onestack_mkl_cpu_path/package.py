@@ -14,12 +14,13 @@ LIBRARY = "libonestack-mkl-cpu-path.so"
 
 class OnestackMklCpuPath(OneCFilePackage):
     """Lets MKL 2020.1+ pick its code path by the CPU's instruction sets on
-    CPUs not made by Intel (where it otherwise runs its generic path)."""
+    CPUs not made by Intel (where it otherwise runs its generic path), and
+    know their data caches on that path."""
 
     homepage = "https://www.intel.com/content/www/us/en/developer/tools/oneapi/onemkl.html"
     url = pathlib.Path(__file__).parent.joinpath(SOURCE).as_uri()
 
-    version("1.0", sha256="152d225b4a844ac0f9097cd161db43489c1080aa574387b3eda45632e573234f", expand=False)
+    version("1.1", sha256="62fc7c1ae7b054b4ecec9d76d595a9639caa8952ca5c97117b71fee835bb5cfe", expand=False)
 
     source = SOURCE
     output = join_path("lib", LIBRARY)

@@ -145,23 +145,48 @@ def _native_row(r: dict) -> str:
     )
 
 
-def _gain(goal: dict, app: dict, kind: str, missing: str) -> dict:
-    """A flavor's figure against its second run of `kind`, side by side in
-    the same rounds; the geometric mean over the flavors and headline cases."""
-    gains, shown = [], []
-    for case in _headline(app["cases"]).values():
+def _side_by_side(goal: dict, app: dict, kind: str) -> List[tuple]:
+    """Each flavor's figure beside its second run of `kind`, in the same
+    rounds, over the headline cases: (flavor, case, second run's median,
+    the flavor's, how much faster the flavor is: above 1, it wins)."""
+    rows = []
+    for name, case in _headline(app["cases"]).items():
         how = case["figures"].get(goal["figure"])
         by_name = {r["name"]: r for r in case["results"]}
         for off in (r for r in case["results"] if r["kind"] == kind and goal["figure"] in r["figures"]):
             on = by_name[off["of"]]["figures"].get(goal["figure"])
             if how and on:
                 before, after = off["figures"][goal["figure"]]["median"], on["median"]
-                gains.append(after / before if how["better"] == "higher" else before / after)
-                shown.append(f"{off['of']} {before:.3g} -> {after:.3g}")
-    if not gains:
+                gain = after / before if how["better"] == "higher" else before / after
+                rows.append((off["of"], name, before, after, gain))
+    return rows
+
+
+def _gain(goal: dict, app: dict, kind: str, missing: str) -> dict:
+    """A flavor's figure against its second run of `kind`: the geometric
+    mean of the gains over the flavors and headline cases."""
+    rows = _side_by_side(goal, app, kind)
+    if not rows:
         return {"figure": "-", "verdict": f"not measured: {missing}"}
-    gain = statistics.geometric_mean(gains)
-    return {"figure": f"{gain:.2f}x ({'; '.join(shown)})", "verdict": _verdict(goal, gain)}
+    gain = statistics.geometric_mean(r[4] for r in rows)
+    shown = "; ".join(f"{flavor} {before:.3g} -> {after:.3g}" for flavor, _, before, after, _ in rows)
+    return {"figure": f"{gain:.2f}x ({shown})", "verdict": _verdict(goal, gain)}
+
+
+def layout_gap(goal: dict, app: dict, peak: dict) -> dict:
+    """A hybrid flavor as one rank with a thread per core against itself
+    with a rank per core (measure._threaded), at equal cores: met when every
+    case is within the goal, else MISSED, saying which layout wins where."""
+    rows = _side_by_side(goal, app, "threaded")
+    if not rows:
+        return {"figure": "-", "verdict": "not measured: no hybrid flavor ran"}
+    shown = "; ".join(
+        f"{flavor} {case}: ranks {after:.3g}, threads {before:.3g} "
+        f"({'ranks' if gain >= 1 else 'threads'} faster by {abs(gain - 1):.1%})"
+        for flavor, case, before, after, gain in rows
+    )
+    within = all(abs(r[4] - 1) <= goal["at_most"] for r in rows)
+    return {"figure": shown, "verdict": "met" if within else "MISSED"}
 
 
 def preload_gain(goal: dict, app: dict, peak: dict) -> dict:
@@ -206,6 +231,7 @@ KINDS = {
     "emulated": emulated,
     "preload_gain": preload_gain,
     "level_gain": level_gain,
+    "layout_gap": layout_gap,
 }
 
 

@@ -7,6 +7,7 @@ outside this repository): one warm-up round that is not counted, then
 repeated rounds, each running every contestant once, each starting one
 further down the list; median and spread (min-max)."""
 
+import dataclasses
 import json
 import statistics
 import subprocess
@@ -43,6 +44,7 @@ def contestants(published: List[str]) -> List[dict]:
             }
         )
         runs += _accelerated(matrix.flavor(m), how)
+        runs += _threaded(matrix.flavor(m), how)
         runs += _on_runtimes(matrix.flavor(m), published)
         runs += _without_preload(matrix.flavor(m))
         runs += _baseline_level(matrix.flavor(m))
@@ -87,6 +89,27 @@ def _accelerated(flavor: Flavor, how: How) -> List[dict]:
             "not_checked": _not_checked(flavor, style),
         }
         for style, args in sorted(flavor.accelerators.items())
+    ]
+
+
+def _threaded(flavor: Flavor, how: How) -> List[dict]:
+    """A hybrid flavor runs once more right after itself as one rank with as
+    many threads as its own run has ranks (as_run, run_once): both layouts a
+    user can pick, at equal cores, side by side (goals of kind layout_gap)."""
+    if flavor.threads == "none":
+        return []
+    return [
+        {
+            "name": f"{flavor.module_name}-threads",
+            "of": flavor.module_name,
+            "label": f"{flavor.module_name} (1 rank, a thread per core)",
+            "app": flavor.app.module,
+            "kind": "threaded",
+            "hybrid": True,
+            "one_rank": True,
+            "how": how,
+            "not_checked": _not_checked(flavor),
+        }
     ]
 
 
@@ -317,7 +340,7 @@ def as_run(problem: Problem, run: dict) -> Problem:
     style with its arguments, its checks not checked where the flavor's
     version or style cannot match the reference (problems.not_checked_why)."""
     if run.get("hybrid"):
-        problem = problem.hybrid(problem["ranks"])
+        problem = problem.hybrid(1 if run.get("one_rank") else problem["ranks"])
     why = run.get("not_checked", {}).get(problem.case)
     problem = problem.with_args(run.get("args", ""))
     return problem.not_checked(why) if why else problem
@@ -326,7 +349,10 @@ def as_run(problem: Problem, run: dict) -> Problem:
 def run_once(init: Path, run: dict, problem: Problem, rundir: Path):
     """One run of one contestant, recorded in the flavor table's test column;
     its outcome and its error, if any."""
-    outcome = problems.execute(as_run(problem, run), run["how"], rundir, init)
+    how = run["how"]
+    if run.get("one_rank"):  # the threads the ranks had, set before the module loads
+        how = dataclasses.replace(how, preset=(*how.preset, ("OMP_NUM_THREADS", str(problem["ranks"]))))
+    outcome = problems.execute(as_run(problem, run), how, rundir, init)
     failure = outcome.failure()
     checks = [] if failure else outcome.checks()
     failed = failure[:300] or "; ".join(str(c) for c in checks if not c.passed)

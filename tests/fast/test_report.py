@@ -290,6 +290,42 @@ def test_the_preload_gain_is_each_flavor_with_its_library_against_without():
     assert nothing["verdict"].startswith("not measured")
 
 
+def test_a_hybrid_flavor_runs_as_ranks_then_as_threads_at_equal_cores():
+    """Right after itself, a hybrid flavor runs as one rank with as many
+    threads as its own run has ranks; an MPI-only flavor does not."""
+    hybrid = stack.load().flavor("lmp/openblas-mpich-omp")
+    (threaded,) = measure._threaded(hybrid, problems.How(modules=(hybrid.module_name,)))
+    assert threaded["of"] == hybrid.module_name and threaded["kind"] == "threaded"
+    melt = problems.load("lmp")["melt"]
+    assert measure.as_run(melt, threaded)["ranks"] == 1
+    assert measure.as_run(melt, {"hybrid": True})["ranks"] == melt["ranks"]
+    assert not measure._threaded(stack.load().flavor("lmp/openblas-mpich"), problems.How())
+
+
+def test_the_layout_gap_says_which_layout_wins_where():
+    """Within 5%: met; 24 s as ranks against 30 s as threads: MISSED, the
+    ranks faster by 25%."""
+    wall = {"wall_time": {"unit": "s", "better": "lower"}}
+
+    def qe(threads_s: float) -> dict:
+        return _app(
+            [
+                _result("qe/h", "flavor", wall_time=(23, 24, 25)),
+                {
+                    **_result("qe/h-threads", "threaded", wall_time=(threads_s - 1, threads_s, threads_s + 1)),
+                    "of": "qe/h",
+                },
+            ],
+            wall,
+        )
+
+    goal = {"figure": "wall_time", "at_most": 0.05}
+    assert goals.layout_gap(goal, qe(24.5), {})["verdict"] == "met"
+    missed = goals.layout_gap(goal, qe(30), {})
+    assert missed == {"figure": "qe/h case: ranks 24, threads 30 (ranks faster by 25.0%)", "verdict": "MISSED"}, missed
+    assert goals.layout_gap(goal, _app([], wall), {})["verdict"].startswith("not measured")
+
+
 def test_the_level_gain_is_judged_on_a_host_of_its_level_only(monkeypatch):
     """gromacs/a 50 ns/day as dispatched, 30 on its x86-64-v2 build alone."""
     figures = {"ns_per_day": {"unit": "ns/day", "better": "higher"}}

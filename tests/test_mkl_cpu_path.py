@@ -80,7 +80,8 @@ def test_an_mkl_flavor_knows_the_cpus_data_caches(init_script, published_flavors
     mkl = [m for m in published_flavors if stack.load().flavor(m).math == "mkl"]
     if not mkl:
         pytest.skip("no MKL flavor is published here")
-    module, l1 = mkl[0], os.sysconf("SC_LEVEL1_DCACHE_SIZE")
+    module = mkl[0]
+    l1 = int(subprocess.run(["getconf", "LEVEL1_DCACHE_SIZE"], text=True, capture_output=True, check=True).stdout)
     probe = f"MKL_THREADING_LAYER=SEQUENTIAL python3 -c {shlex.quote(CACHE_PROBE)} {shlex.quote(str(_mkl_rt(module)))}"
     ran = lmod.clean_shell(init_script, f"module load {module}\n{probe}\nunset LD_PRELOAD\n{probe}")
     assert ran.returncode == 0, ran.stderr

@@ -4,6 +4,7 @@ import hashlib
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -108,10 +109,13 @@ def run(*args: str, quiet: bool = False, env: Optional[Dict[str, str]] = None) -
     in this environment (or in env)."""
     cmd = command(*args)
     print(f"==> spack {' '.join(args)}", flush=True)
+    started = time.monotonic()
     proc = subprocess.run(cmd, text=True, capture_output=quiet, env=env)
     if proc.returncode != 0:
         detail = (proc.stdout + proc.stderr)[-4000:] if quiet else ""
         raise SpackError(f"`spack {' '.join(args)}` failed (exit {proc.returncode})\n{detail}")
+    # The build stage's time is mostly the solve's and the installs': each said.
+    print(f"==> spack {args[0]}: {time.monotonic() - started:.0f} s", flush=True)
 
 
 def query(script: str, *args: str):

@@ -24,6 +24,7 @@ def check_all() -> dict:
     cases = [case for app in problems.apps() for case in problems.load(app, benchmarks=True)]
     _check_community(matrix)
     _check_not_checked(matrix)
+    _check_hybrid_threads(matrix)
     return {
         "documents": len(documents),
         "flavors": len(matrix.flavors),
@@ -56,6 +57,19 @@ def _check_not_checked(matrix) -> None:
         _check_problem_versions(app, versions.get(app, set()))
     for app in {f.app.file: f.app for f in matrix.flavors}.values():
         _check_style_cases(app)
+
+
+def _check_hybrid_threads(matrix) -> None:
+    """An application with a hybrid flavor says in each of its problems how
+    the program reports its threads: the hybrid runs check them."""
+    for app in sorted({f.app.module for f in matrix.flavors if f.threads != "none"} & set(problems.apps())):
+        for case, problem in problems.load(app, benchmarks=True).items():
+            if "threads_pattern" not in problem.spec:
+                hybrid = next(f for f in matrix.flavors if f.app.module == app and f.threads != "none")
+                raise data.InputError(
+                    f"{problems.PROBLEMS}/{app}/{case}.yaml: threads_pattern: missing, and {hybrid.module_name} "
+                    "is hybrid: add the pattern of the line where the program says how many threads a rank ran"
+                )
 
 
 def _check_problem_versions(app: str, versions: set) -> None:

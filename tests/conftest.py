@@ -37,6 +37,15 @@ def require_published(module: str, published: list) -> None:
     assert module in published, f"{module} is in this run's build lists but not published: its build failed"
 
 
+def published_of(published: list, app: str, mpi: str) -> str:
+    """The first published flavor of app built with mpi, for a test that
+    needs one of them whichever the run's lists built."""
+    found = [m for m in published if (f := stack.load().flavor(m)).app.module == app and f.mpi == mpi]
+    if not found:
+        pytest.skip(f"no {app} flavor built with {mpi} is published here (`make stack` builds them)")
+    return found[0]
+
+
 def abi_runtimes(abi: str) -> list:
     """The MPI runtimes (translators aside) that run the builds of an ABI."""
     return [r for r in stack.load().runtimes if abi in r.serves and not r.translator]

@@ -4,7 +4,7 @@ every flavor loads in a clean shell with no prior loads."""
 import subprocess
 
 import pytest
-from conftest import run_flavors
+from conftest import require_published, run_flavors
 
 from onestack import stack
 from onestack.modules import lmod, publish
@@ -70,14 +70,13 @@ def test_spider_lists_every_flavor_with_its_description(init_script, published_f
 
 
 def test_whatis_and_help_say_what_the_flavor_is_and_how_to_run_it(init_script):
-    proc = lmod.clean_shell(init_script, "module whatis qe/openblas-mpich 2>&1\nmodule help qe/openblas-mpich 2>&1")
+    proc = lmod.clean_shell(init_script, "module whatis hpl/openblas-mpich 2>&1\nmodule help hpl/openblas-mpich 2>&1")
     out = proc.stdout
     for fact in (
         "Compiler: gcc@12.2.0",
         "MPI: mpich@4.0.2",
         "blas=openblas@",
-        "scalapack=netlib-scalapack@",
-        "mpirun -n <ranks> pw.x",
+        "mpirun -n <ranks> hpcc",
         "HYDRA_BINDING",
     ):
         assert fact in out, f"{fact!r} missing from whatis/help:\n{out}"
@@ -93,22 +92,31 @@ def test_two_mpis_are_never_loaded_together(init_script):
     assert "intel-oneapi-mpi" in loaded and "mpich/" not in loaded.split("intel-oneapi-mpi")[-1]
 
 
-def test_swapping_the_mpi_never_leaves_the_other_mpis_build(init_script, published_flavors):
-    """QE built against MPICH must not stay usable on another MPI's branch:
-    Lmod reloads the same application module of Intel MPI's branch (the
-    qe/openblas-impi build) where it is published, and deactivates it where not."""
+# One application with an Intel MPI build of the same flavor (reloaded), one
+# without (deactivated, LAMMPS has none): both kinds are in the ci_build lists.
+SWAPPED = ["hpl/openblas-mpich", *[f.module_name for f in run_flavors("lmp") if f.mpi == "mpich"][:1]]
+
+
+@pytest.mark.parametrize("module", SWAPPED)
+def test_swapping_the_mpi_never_leaves_the_other_mpis_build(module, init_script, published_flavors):
+    """A program built against MPICH must not stay usable on another MPI's
+    branch: Lmod reloads the same application module of Intel MPI's branch
+    (the -impi build) where it is published, and deactivates it where not."""
+    require_published(module, published_flavors)
+    program = stack.load().flavor(module).app.program
     swap = "module swap mpich intel-oneapi-mpi 2>&1\n"
     proc = lmod.clean_shell(
-        init_script, f'module load qe/openblas-mpich\n{swap}echo "pw.x: $(command -v pw.x || echo gone)"'
+        init_script, f'module load {module}\n{swap}echo "found: $(command -v {program} || echo gone)"'
     )
-    pw = proc.stdout.split("pw.x: ")[-1].strip()
-    if "qe/openblas-impi" in published_flavors:
-        impi = lmod.clean_shell(init_script, "module load qe/openblas-impi\ncommand -v pw.x")
-        assert "reloaded" in proc.stdout and pw == impi.stdout.strip(), proc.stdout + impi.stdout
+    found = proc.stdout.split("found: ")[-1].strip()
+    impi = module.replace("-mpich", "-impi", 1)
+    if impi in published_flavors:
+        own = lmod.clean_shell(init_script, f"module load {impi}\ncommand -v {program}")
+        assert "reloaded" in proc.stdout and found == own.stdout.strip(), proc.stdout + own.stdout
     else:
-        assert "Inactive Modules" in proc.stdout and "quantum-espresso/6.7.0-openblas" in proc.stdout, proc.stdout
-        # Gone from PATH, or only the OS's own pw.x left (Debian's, the report's baseline).
-        assert pw in ("gone", "/usr/bin/pw.x"), proc.stdout
+        assert "Inactive Modules" in proc.stdout and "-openblas" in proc.stdout, proc.stdout
+        # Gone from PATH, or only the OS's own program left (Debian's, the report's baseline).
+        assert found in ("gone", f"/usr/bin/{program}"), proc.stdout
 
 
 def test_published_release_is_read_only(live_release):

@@ -25,7 +25,7 @@ def _current(env):
 
 def _loads(env):
     init = os.path.join(env["ONESTACK_MODULES"], "current", "init", "bash")
-    return lmod.clean_shell(init, "module load qe/openblas-mpich && command -v pw.x").returncode == 0
+    return lmod.clean_shell(init, "module load hpl/openblas-mpich && command -v hpcc").returncode == 0
 
 
 def test_publish_is_idempotent_then_forced(modules_root):

@@ -11,7 +11,15 @@ and bytes that really crossed the nodes' interfaces. The MPICH ABI swap
 every MPI that serves it."""
 
 import pytest
-from conftest import abi_runtimes, flavor_how, require_published, run_flavors, runtime_published, served_by
+from conftest import (
+    abi_runtimes,
+    flavor_how,
+    published_of,
+    require_published,
+    run_flavors,
+    runtime_published,
+    served_by,
+)
 
 from onestack import problems, stack
 from onestack.cluster import mpis
@@ -177,8 +185,7 @@ def test_the_translator_across_two_nodes(launcher, virtual_cluster, init_script,
     """QE built with MPICH runs across the nodes on Open MPI through the
     translation runtime (mpi-runtime/openmpi-wi4mpi): Open MPI's mpirun
     inside the allocation, or srun over PMIx."""
-    module = "qe/openblas-mpich"
-    require_published(module, published_flavors)
+    module = published_of(published_flavors, "qe", "mpich")
     translator = next(r for r in stack.load().runtimes if r.translator)
     how = problems.How(
         modules=(module, translator.module_name),

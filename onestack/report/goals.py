@@ -74,8 +74,8 @@ def peak_share(goal: dict, app: dict, peak: dict) -> dict:
 
 
 def flavor_over(goal: dict, app: dict, peak: dict) -> dict:
-    """How many times better the best path of the stack (a flavor, or one of
-    its accelerated styles) is than the yardstick's best (the reference
+    """How many times better the best path of the stack (a flavor, one of
+    its accelerated styles, or a hybrid flavor's threads) is than the yardstick's best (the reference
     build, or a baseline in any of its styles): the geometric mean over the
     headline cases."""
     speedups = []
@@ -84,7 +84,7 @@ def flavor_over(goal: dict, app: dict, peak: dict) -> dict:
         values = [
             (r, r["figures"][goal["figure"]]["median"]) for r in case["results"] if goal["figure"] in r["figures"]
         ]
-        best = [v for r, v in values if r["kind"] in ("flavor", "accelerated")]
+        best = [v for r, v in values if r["kind"] in ("flavor", "accelerated", "threaded")]
         yardstick = [v for r, v in values if r["kind"] == goal["versus"] or r.get("baseline") == goal["versus"]]
         if best and yardstick and how:
             higher = how["better"] == "higher"

@@ -73,21 +73,25 @@ def contestants(published: List[str]) -> List[dict]:
     return runs
 
 
+def _beside(flavor: Flavor, suffix: str, label: str, kind: str, how: How, **more) -> dict:
+    """A second run of a flavor, measured right after it (`of`)."""
+    return {
+        "name": f"{flavor.module_name}-{suffix}",
+        "of": flavor.module_name,
+        "label": f"{flavor.module_name} ({label})",
+        "app": flavor.app.module,
+        "kind": kind,
+        "how": how,
+        **more,
+    }
+
+
 def _accelerated(flavor: Flavor, how: How) -> List[dict]:
     """A flavor built with accelerated styles (its application's
     `accelerators`) runs once more with each, right after itself: every
     path a user can pick, side by side."""
     return [
-        {
-            "name": f"{flavor.module_name}-{style}",
-            "of": flavor.module_name,
-            "label": f"{flavor.module_name} ({args})",
-            "app": flavor.app.module,
-            "kind": "accelerated",
-            "args": args,
-            "how": how,
-            "not_checked": _not_checked(flavor, style),
-        }
+        _beside(flavor, style, args, "accelerated", how, args=args, not_checked=_not_checked(flavor, style))
         for style, args in sorted(flavor.accelerators.items())
     ]
 
@@ -98,18 +102,9 @@ def _threaded(flavor: Flavor, how: How) -> List[dict]:
     user can pick, at equal cores, side by side (goals of kind layout_gap)."""
     if flavor.threads == "none":
         return []
+    label = "1 rank, a thread per core"
     return [
-        {
-            "name": f"{flavor.module_name}-threads",
-            "of": flavor.module_name,
-            "label": f"{flavor.module_name} (1 rank, a thread per core)",
-            "app": flavor.app.module,
-            "kind": "threaded",
-            "hybrid": True,
-            "one_rank": True,
-            "how": how,
-            "not_checked": _not_checked(flavor),
-        }
+        _beside(flavor, "threads", label, "threaded", how, hybrid=True, one_rank=True, not_checked=_not_checked(flavor))
     ]
 
 
@@ -167,20 +162,12 @@ def _without_preload(flavor: Flavor) -> List[dict]:
     itself: the before and after of the remedy, side by side."""
     if not flavor.preload:
         return []
-    return [
-        {
-            "name": f"{flavor.module_name}-without-preload",
-            "of": flavor.module_name,
-            "label": f"{flavor.module_name} (without {flavor.preload.package})",
-            "app": flavor.app.module,
-            "kind": "without_preload",
-            "how": How(
-                modules=(flavor.module_name,),
-                unset=("LD_PRELOAD",),
-                no_own_level=dispatch.without_own_level(publish.current_release(), flavor),
-            ),
-        }
-    ]
+    how = How(
+        modules=(flavor.module_name,),
+        unset=("LD_PRELOAD",),
+        no_own_level=dispatch.without_own_level(publish.current_release(), flavor),
+    )
+    return [_beside(flavor, "without-preload", f"without {flavor.preload.package}", "without_preload", how)]
 
 
 def _baseline_level(flavor: Flavor) -> List[dict]:
@@ -190,20 +177,12 @@ def _baseline_level(flavor: Flavor) -> List[dict]:
     if len(dispatch.published_levels(publish.current_release(), flavor)) < 2:
         return []
     level = cpus.baseline_level()
-    return [
-        {
-            "name": f"{flavor.module_name}-{level}-only",
-            "of": flavor.module_name,
-            "label": f"{flavor.module_name} ({level} build only)",
-            "app": flavor.app.module,
-            "kind": "baseline_level",
-            "how": How(
-                modules=(flavor.module_name,),
-                env=(("ONESTACK_CPU_LEVEL", level),),
-                no_own_level=f"this run is its {level} build alone (ONESTACK_CPU_LEVEL), the figure's point",
-            ),
-        }
-    ]
+    how = How(
+        modules=(flavor.module_name,),
+        env=(("ONESTACK_CPU_LEVEL", level),),
+        no_own_level=f"this run is its {level} build alone (ONESTACK_CPU_LEVEL), the figure's point",
+    )
+    return [_beside(flavor, f"{level}-only", f"{level} build only", "baseline_level", how)]
 
 
 def _same_mpi(flavor: Flavor, build: Flavor) -> bool:

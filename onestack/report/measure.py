@@ -39,6 +39,7 @@ def contestants(published: List[str]) -> List[dict]:
                 "app": flavor.app.module,
                 "how": how,
                 "kind": "flavor",
+                "version": flavor.app.version,
                 "hybrid": flavor.threads != "none",
                 "not_checked": _not_checked(flavor),
             }
@@ -62,6 +63,7 @@ def contestants(published: List[str]) -> List[dict]:
             "label": f"{build.module_name} ({build.kind})",
             "app": build.app.module,
             "kind": build.kind,
+            "version": build.app.version,
             "how": How(modules=(host,), path=(f"{root['prefix']}/bin",)),
         }
         # A native twin runs right after its fat flavor, so that the two meet
@@ -81,6 +83,7 @@ def _beside(flavor: Flavor, suffix: str, label: str, kind: str, how: How, **more
         "label": f"{flavor.module_name} ({label})",
         "app": flavor.app.module,
         "kind": kind,
+        "version": flavor.app.version,
         "how": how,
         **more,
     }
@@ -129,6 +132,7 @@ def _on_runtimes(flavor: Flavor, published: List[str]) -> List[dict]:
                 "label": f"{flavor.module_name} on {runtime.module_name}",
                 "app": flavor.app.module,
                 "kind": "abi_runtime",
+                "version": flavor.app.version,
                 "how": How(
                     modules=(flavor.module_name, runtime.module_name),
                     no_own_level=dispatch.without_own_level(publish.current_release(), flavor),
@@ -314,10 +318,13 @@ def figures(problem: Problem, output: str) -> Dict[str, float]:
 
 
 def as_run(problem: Problem, run: dict) -> Problem:
-    """The problem as a contestant runs it: a hybrid flavor with its threaded
+    """The problem as a contestant runs it: from its version's source where
+    the input differs there (`source_on`), a hybrid flavor with its threaded
     styles (the problem's hybrid_args), an accelerated path or a baseline's
     style with its arguments, its checks not checked where the flavor's
     version or style cannot match the reference (problems.not_checked_why)."""
+    if run.get("version") in problem["source_on"]:
+        problem = problem.from_source(problem["source_on"][run["version"]])
     if run.get("hybrid"):
         problem = problem.hybrid(1 if run.get("one_rank") else problem["ranks"])
     why = run.get("not_checked", {}).get(problem.case)

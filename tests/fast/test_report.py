@@ -100,6 +100,10 @@ def test_a_contestant_runs_the_problem_its_own_way():
     spce = measure.as_run(problems.load("lmp")["spce"], {"not_checked": measure._not_checked(newer, "opt")})
     assert "since 2021" in spce.get("not_checked_why", ""), "a 2025 run of SPC/E says why it is not checked"
     assert not measure._not_checked(stack.load().flavor("lmp/openblas-mpich/20210929.2"))
+    hubbard = problems.load("qe")["pw_lda+U-lda+U_pseudo"]
+    newer = hubbard["source_on"]["7.5.0"]
+    assert measure.as_run(hubbard, {"version": "7.5.0"})["source"] == newer, "QE 7.5 reads its own input"
+    assert measure.as_run(hubbard, {"version": "6.7.0"}).get("source") != newer
 
 
 def test_each_side_is_judged_at_its_best_path():

@@ -99,7 +99,7 @@ def cmd_build(args) -> None:
     host.check_baseline(cpus.generations()[0], data.location(paths.environments_dir() / cpus.CPUS_FILE))
     _concretize(args)
     mirror.fill(require_all=args.offline, extra=_archive_sources(args))
-    spack.install(_selected(args))
+    spack.install()
 
 
 def cmd_publish(args) -> None:

@@ -2,7 +2,6 @@
 
 import hashlib
 import json
-import signal
 import subprocess
 import sys
 import time
@@ -105,28 +104,9 @@ def concretize() -> None:
     _concretized_stamp().write_text(recipes_fingerprint())
 
 
-def install(selected: List[Flavor]) -> None:
-    """`spack install` of the environment, with the selected flavors' MPIs
-    started first by a second Spack beside it. Spack's installer takes the
-    packages that are ready in no set order (a Python set's, which changes
-    from run to run): on a fresh machine MVAPICH2, whose autoreconf and
-    configure hold one core for six minutes, came among the last in two runs
-    of two and built alone for the last quarter of an hour. Spack's install
-    locks let each package be built once, by whichever Spack reaches it
-    first; the head start decides nothing (the environment's install builds
-    whatever it did not), so its own failure is only reported."""
-    matrix = stack.load()
-    mpis = sorted({matrix.mpi_spec(f.mpi) for f in selected})
-    print(f"==> spack install --only-concrete {' '.join(mpis)} (beside the next one: a head start)", flush=True)
-    head_start = subprocess.Popen(command("install", "--only-concrete", "--fail-fast", *mpis))
-    try:
-        run("install", "--fail-fast")
-    except SpackError:
-        head_start.send_signal(signal.SIGINT)  # Spack cleans up after an interrupt
-        head_start.wait()
-        raise
-    if head_start.wait() != 0:
-        print(f"==> the MPIs' head start ended with exit {head_start.returncode}; the install above decides")
+def install() -> None:
+    """`spack install` of the environment (two packages at a time: spack.yaml)."""
+    run("install", "--fail-fast")
 
 
 def run(*args: str, quiet: bool = False, env: Optional[Dict[str, str]] = None) -> None:

@@ -83,6 +83,7 @@ def _concretize_each(every: List[Flavor]) -> Dict[str, dict]:
     against its declared external (Spack 1.x needs the compiler installed or
     external), only for its own flavors."""
     print(f"==> flavors: concretizing {len(every)} cells, each on its own", flush=True)
+    spack.not_buildable()
     declared = declared_compilers(every)
     present = [f.spack_spec for f in every if f.compiler not in declared]
     # A cell the environment has solved from today's recipes (the built
@@ -130,7 +131,7 @@ def rows(every: List[Flavor]) -> List[dict]:
 def _row(flavor: Flavor, cell: dict, declared: Dict[str, dict]) -> dict:
     built = cell.get("installed", False)
     if not cell["ok"]:
-        note = f"does not concretize: {cell['error']}"
+        note = f"does not concretize: {spack.explain(cell['error'])}"
     elif flavor.unavailable:
         note = f"concretized only: {'; '.join(flavor.unavailable)} (site {stack.load().site.name})"
         if flavor.compiler in declared:

@@ -58,6 +58,12 @@ def spack_packages() -> Path:
     return _from_env("ONESTACK_SPACK_PACKAGES")
 
 
+def spack_misc_cache() -> Path:
+    """Spack's misc cache, its recipes' index among it (spack.yaml:
+    config:misc_cache, under SPACK_USER_CACHE_PATH)."""
+    return _from_env("SPACK_USER_CACHE_PATH") / "cache"
+
+
 def mirror() -> Path:
     return _from_env("ONESTACK_MIRROR")
 

@@ -345,6 +345,7 @@ def _definition(flavor, help_text: str = "help") -> str:
         spack_root="/s",
         spack_packages="/p",
         site_repo="/r",
+        recipe_index=[("/i/providers", "/opt/spack-cache/providers")],
         context="/c",
         vendor_copies=[],
         build_packages=["python3"],

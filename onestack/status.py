@@ -131,7 +131,7 @@ def rows(every: List[Flavor]) -> List[dict]:
 def _row(flavor: Flavor, cell: dict, declared: Dict[str, dict]) -> dict:
     built = cell.get("installed", False)
     if not cell["ok"]:
-        note = f"does not concretize: {spack.explain(cell['error'])}"
+        note = f"does not concretize: {cell['error']}"
     elif flavor.unavailable:
         note = f"concretized only: {'; '.join(flavor.unavailable)} (site {stack.load().site.name})"
         if flavor.compiler in declared:

@@ -81,10 +81,11 @@ QE = "quantum-espresso@6.7.0 ~openmp"
 # MPI family of MKL's BLACS, and one on the MPI of the OS's ScaLAPACK. The
 # other rules of packages/ are declared the same way, in the same recipes.
 # And a package the site does not build (spack.yaml's `buildable` list) nor
-# has as an external, here an MPI: refused with the fix onestack adds.
+# has as an external, here an MPI: refused naming it (solved a second time,
+# without the static analysis that leaves such packages out, half a minute).
 REFUSED = {
     "hpl-netlib-reference-blas": ("hpcc@1.5.0 ^[virtuals=blas] netlib-lapack", "refused for production HPL"),
-    "an-mpi-the-site-does-not-build": ("hpcc@1.5.0 ^[virtuals=mpi] mpitrampoline", "buildable: true"),
+    "an-mpi-the-site-does-not-build": ("hpcc@1.5.0 ^[virtuals=mpi] mpitrampoline", "Cannot build mpitrampoline"),
     "mkl-openmpi-blacs-with-mpich": (
         f"{QE} ^[virtuals=mpi] mpich ^[virtuals=blas,lapack,scalapack,fftw-api] intel-oneapi-mkl mpi_family=openmpi",
         "needs the BLACS of the mpich family",
@@ -112,7 +113,7 @@ def test_wrong_library_choice_is_refused_with_its_reason(refusals, case):
     spec, reason = REFUSED[case]
     outcome = refusals[spec]
     assert not outcome["ok"], f"{spec} concretized"
-    assert reason in spack.explain(outcome["error"]), outcome["error"]
+    assert reason in outcome["error"], outcome["error"]
 
 
 def test_open_mpi_flavors_get_open_mpis_wrappers(tmp_path):

@@ -116,18 +116,11 @@ def not_buildable() -> None:
 
 
 # What Spack says of a spec that needs a package its static analysis left
-# out (not_buildable): no reason of its own.
+# out (not_buildable), with no reason; solved again without that analysis
+# (half a minute a root), Spack names the package ("Cannot build X, since it
+# is configured `buildable:false`"). Also in inside/concretize_each.py.
 LEFT_OUT = "concretizer internal error"
-
-
-def explain(error: str) -> str:
-    """Spack's error, with the likely fix where Spack gives no reason."""
-    if LEFT_OUT not in error:
-        return error
-    return (
-        f"{error}\n(this solve needs a package the site neither builds nor has as an external: build it, "
-        f"spack.yaml packages: <name>: buildable: true, or detect it, setup/externals.yaml)"
-    )
+WITHOUT_PRUNING = ("-c", "concretizer:static_analysis:false")
 
 
 def concretize() -> None:
@@ -137,8 +130,13 @@ def concretize() -> None:
     the inputs have changed, every root is solved again (--force)."""
     check_set_up()
     not_buildable()
-    unchanged = lock_is_current()
-    run("concretize", *([] if unchanged else ["--force"]), quiet=True)
+    force = [] if lock_is_current() else ["--force"]
+    try:
+        run("concretize", *force, quiet=True)
+    except SpackError as err:
+        if LEFT_OUT not in str(err):
+            raise
+        run(*WITHOUT_PRUNING, "concretize", *force, quiet=True)
     _concretized_stamp().write_text(recipes_fingerprint())
 
 
@@ -155,7 +153,7 @@ def run(*args: str, quiet: bool = False, env: Optional[Dict[str, str]] = None) -
     started = time.monotonic()
     proc = subprocess.run(cmd, text=True, capture_output=quiet, env=env)
     if proc.returncode != 0:
-        detail = explain((proc.stdout + proc.stderr)[-4000:]) if quiet else ""
+        detail = (proc.stdout + proc.stderr)[-4000:] if quiet else ""
         raise SpackError(f"`spack {' '.join(args)}` failed (exit {proc.returncode})\n{detail}")
     # The build stage's time is mostly the solve's and the installs': each said.
     print(f"==> spack {args[0]}: {time.monotonic() - started:.0f} s", flush=True)

@@ -72,7 +72,7 @@ def inputs_fingerprint() -> str:
     )
 
 
-# The state folder's file of not_buildable.
+# The file not_buildable writes in the state folder.
 NOT_BUILDABLE = "not-buildable.yaml"
 
 

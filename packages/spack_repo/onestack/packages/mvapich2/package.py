@@ -58,6 +58,14 @@ class Mvapich2(BuiltinMvapich2):
         # project's (hydra, romio, openpa, hwloc) own autoreconf.
         Executable("./autogen.sh")()
 
+    def configure_args(self):
+        # Shared libraries only, as Open MPI builds by default: a program
+        # linked with a static libmpi.a carries this MPI inside it and cannot
+        # run on another MPI of its family (the swap the stack's modules
+        # offer), and libtool compiles every file a second time, without
+        # -fPIC, for the archive: half of MVAPICH2's build.
+        return super().configure_args() + ["--disable-static"]
+
 
 # The builtin recipe pins `depends_on("automake@1.15", type="build")` for every
 # version ("needed for torque patch"): fix-torque.patch edits hydra's

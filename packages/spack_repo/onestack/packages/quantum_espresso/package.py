@@ -143,7 +143,14 @@ class CMakeBuilder(BuiltinCMakeBuilder):
             vendor = "Intel10_64lp" if spec.satisfies("+openmp") else "Intel10_64lp_seq"
         else:
             vendor = _BLA_VENDOR[blas]
-        args = [*super().cmake_args(), self.define("BLA_VENDOR", vendor)]
+        args = [
+            *super().cmake_args(),
+            self.define("BLA_VENDOR", vendor),
+            # QE builds its unit tests and test-suite unless told otherwise
+            # (its own option: it ignores CMake's BUILD_TESTING, which Spack
+            # sets): built only when Spack is asked to run tests.
+            self.define("QE_ENABLE_TEST", self.pkg.run_tests),
+        ]
         if spec.satisfies("+scalapack") and spec["scalapack"].name != "intel-oneapi-mkl":
             # QE's FindSCALAPACK looks a library named `scalapack` up: the
             # flavor's is named for its MPI (Debian's libscalapack-mpich).

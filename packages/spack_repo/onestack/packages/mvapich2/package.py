@@ -63,7 +63,7 @@ class Mvapich2(BuiltinMvapich2):
         # linked with a static libmpi.a carries this MPI inside it and cannot
         # run on another MPI of its family (the swap the stack's modules
         # offer), and libtool compiles every file a second time, without
-        # -fPIC, for the archive: half of MVAPICH2's build.
+        # -fPIC, for the archive: half of MVAPICH2's compiles.
         return super().configure_args() + ["--disable-static"]
 
 

@@ -6,7 +6,7 @@ import functools
 from pathlib import Path
 from typing import List
 
-from onestack import data, host, paths
+from onestack import data, paths
 
 CPUS_FILE = "cpus.yaml"
 # qemu 7.2's TCG emulates no AVX-512: it filters avx512f/bw/cd/dq/vl out of
@@ -59,10 +59,3 @@ def newer_levels() -> List[tuple]:
 
 def baseline_level() -> str:
     return level_name(generations()[0]["x86_64_level"])
-
-
-def provable_here(level: str) -> bool:
-    """Whether a build for that level (x86-64-v4) can run here, on the host
-    or under qemu: `make test` builds only levels it can prove
-    (Flavor.specs); `make stack` builds every level on any host."""
-    return host.runs(level) or level.removeprefix("x86-64-") <= QEMU_HIGHEST_LEVEL.removeprefix("x86-64-")

@@ -459,15 +459,14 @@ def test_a_vendor_build_tool_is_laid_out_where_a_package_built_with_it_is_used()
 
 
 @pytest.mark.parametrize("host_level", ["v2", "v3", "v4"])
-def test_make_test_builds_the_levels_this_host_or_qemu_can_run(host_level, monkeypatch):
-    """With the ci_build lists a level build no CPU here can run, neither the
-    host nor qemu (x86-64-v3), is left out: a v4 build on a Zen 3; `make
-    stack` builds every level on any host."""
+def test_make_test_builds_every_level_on_any_host(host_level, monkeypatch):
+    """With the ci_build lists every level build of `levels.ci_build` is
+    built whatever the host runs: a v4 build on a Zen 3 too, where its tests
+    check its instructions and say it was not run here."""
     monkeypatch.setattr(host, "level", lambda: host_level)
     flavor = next(f for f in stack.load().flavors if f.name in f.app.levels_ci_build)
-    expected = {"x86-64-v3"} | ({"x86-64-v4"} if host_level == "v4" else set())
     built = {level for level, spec in flavor.levels if spec in flavor.specs(ci=True)}
-    assert built == expected, f"{flavor.module_name} on a {host_level} host: make test builds {sorted(built)}"
+    assert built == {"x86-64-v3", "x86-64-v4"}, f"{flavor.module_name} on a {host_level} host: make test builds {built}"
     assert len(flavor.specs(ci=False)) == 1 + len(flavor.levels)
 
 

@@ -27,7 +27,8 @@ class Mpi:
     verbose_env: Tuple[Tuple[str, str], ...]  # makes it print the transport it picked per peer
     transport_pattern: str  # a regex whose group 1 is that transport, on lines about a peer
     # What it names within a node: its shared-memory transports, or none
-    # where it names only the network's (Intel MPI: then the latency shows it).
+    # where it names only the network's (Intel MPI, MVAPICH2, MPICH 5: then the
+    # latency shows it, tests/cluster/test_imb.py).
     shared_memory: Tuple[str, ...] = ()
     # What the table says of an MPI that names less than both transports.
     transport_note: str = ""

@@ -20,9 +20,9 @@ import contextlib
 import functools
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from onestack.cluster import network, processes, slurm, state
 from onestack.cluster.config import ClusterError, Config
@@ -66,7 +66,26 @@ class Cluster:
         output = script.with_suffix(".out")
         output.unlink(missing_ok=True)
         job_id = self.submit(script, f"--output={output}", f"--chdir={script.parent}", *sbatch_args, env=env)
-        return self.wait(job_id, timeout)
+        job = self.wait(job_id, timeout)
+        return replace(job, returned=self.return_to_service())
+
+    def return_to_service(self) -> Tuple[str, ...]:
+        """Each node Slurm drained because a job's processes outlived SIGKILL
+        back in service, and what was done: what the job left there ended, the
+        node resumed, as a site's administrator would. Without it one such job
+        (seen once, after Debian MPICH's hang in MPI_Finalize with mpirun
+        across the nodes) fails every later job that needs the node."""
+        done = []
+        for name in slurm.drained_by_unkillable(self.config):
+            left = {pid: command for pid, command in self.processes_on(name).items() if command != "slurmd"}
+            stuck = processes.end(left)
+            if stuck:
+                raise ClusterError(f"{name}: drained ({slurm.UNKILLABLE}); {[left[p] for p in stuck]} survive SIGKILL")
+            slurm.resume(self.config, name)
+            self.wait_for_nodes("idle", [name])
+            ended = ", ".join(sorted(left.values())) or "nothing"
+            done.append(f"{name} drained ({slurm.UNKILLABLE}): ended {ended} left there, resumed")
+        return tuple(done)
 
     def submitter(self, nodes: int, ranks: int, minutes: int = 10, cpus_per_task: int = 1):
         """A submit function for onestack.problems.execute: the run script as
@@ -86,7 +105,8 @@ class Cluster:
                 timeout=minutes * 60 + 120,
             )
             code = 0 if job.state == "COMPLETED" else int(job.exit_code.split(":")[0]) or 1
-            return code, job.output + ("" if code == 0 else f"\n(job {job.id}: {job.state} {job.reason})")
+            notes = ([] if code == 0 else [f"job {job.id}: {job.state} {job.reason}"]) + list(job.returned)
+            return code, job.output + "".join(f"\n({note})" for note in notes)
 
         return submit
 

@@ -30,6 +30,8 @@ ENDED = {
     "OUT_OF_MEMORY",
 }
 POLL_SECONDS = 0.5
+# slurmd's reason for a node it drains when a job's processes outlive SIGKILL.
+UNKILLABLE = "Kill task failed"
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,9 @@ class Job:
     nodes: str
     output: str  # the job's --output file
     seconds: float  # from submission (or from the start of the wait) to its end
+    # Nodes Slurm drained as the job ended, and what the cluster did to
+    # return each to service (Cluster.return_to_service).
+    returned: Tuple[str, ...] = ()
 
 
 def node_dir(config: Config, node: Node) -> Path:
@@ -255,6 +260,20 @@ def node_states(config: Config) -> Dict[str, str]:
     """Each node's state as sinfo prints it (idle, allocated, down* ...)."""
     out = command(config, "sinfo", "--noheader", "--Node", "--format=%N %T", timeout=20).stdout
     return dict(line.split() for line in out.splitlines() if line.strip())
+
+
+def drained_by_unkillable(config: Config) -> List[str]:
+    """Nodes Slurm drained because a job's processes outlived SIGKILL
+    (UnkillableStepTimeout): a drain no ReturnToService undoes."""
+    out = command(config, "sinfo", "--noheader", "--Node", "--format=%N|%T|%E", timeout=20).stdout
+    rows = (line.split("|", 2) for line in out.splitlines() if line.strip())
+    return [name for name, state, reason in rows if state.startswith("drain") and reason == UNKILLABLE]
+
+
+def resume(config: Config, name: str) -> None:
+    proc = command(config, "scontrol", "update", f"NodeName={name}", "State=RESUME", timeout=20)
+    if proc.returncode != 0:
+        raise ClusterError(f"scontrol could not resume {name}: {proc.stderr.strip()}")
 
 
 def wait_for_nodes(config: Config, state: str, names: Iterable[str], timeout: float) -> float:

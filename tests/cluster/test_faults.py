@@ -1,6 +1,7 @@
 """Faults during a 2-node MPI job: a node dies, a node's link is cut, a node
 lacks the MPI library. Each ends the job with Slurm's error within a bounded
-time, leaves no rank behind on the other node, and the cluster recovers."""
+time, leaves no rank behind on the other node, and the cluster recovers; so
+does a node Slurm drained because a job's processes outlived their kill."""
 
 import subprocess
 import time
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from onestack.cluster import mpis, pingpong
+from onestack.cluster import mpis, pingpong, slurm
 
 MPICH = next(mpi for mpi in mpis.DEBIAN_MPIS if mpi.name == "mpich")
 # A ping-pong that would run for days: the fault always strikes mid-job.
@@ -118,6 +119,27 @@ def test_a_link_cut_during_a_job(virtual_cluster, program, nodes, tmp_path):
     wait_until(lambda: only_slurmd(virtual_cluster, victim), RANKS_GONE_BOUND, processes_left(virtual_cluster, victim))
     times["its leftovers gone"] = time.monotonic() - start
     print("link cut: " + ", ".join(f"{what} {seconds:.1f} s" for what, seconds in times.items()))
+
+
+def test_a_node_drained_for_an_unkillable_job_returns_to_service(virtual_cluster, nodes, tmp_path):
+    """Slurm drains a node where a job's processes outlive SIGKILL for
+    UnkillableStepTimeout (60 s): reproduced by hand with a process that left
+    the job's process group holding an unreaped child, as hydra's srun
+    leaves it (cluster/slurm.conf.j2), and seen once after Debian MPICH's
+    hang in MPI_Finalize. The drain here is Slurm's own, set without the
+    minute's wait, with a process left on the node: the next job the cluster
+    runs ends that process and resumes the node."""
+    survivor, victim = nodes
+    virtual_cluster.on_node(victim, "sh", "-c", "setsid sleep 600 </dev/null >/dev/null 2>&1 &")
+    drain = ("scontrol", "update", f"NodeName={victim}", "State=DRAIN", f"Reason={slurm.UNKILLABLE}")
+    assert virtual_cluster.command(*drain).returncode == 0
+    script = tmp_path / "next.sh"
+    script.write_text(ONE_NODE_JOB)
+    job = virtual_cluster.run_job(script, f"--nodelist={survivor}", "--time=2", timeout=60)
+    assert job.state == "COMPLETED", job
+    assert job.returned == (f"{victim} drained ({slurm.UNKILLABLE}): ended sleep left there, resumed",), job
+    assert virtual_cluster.node_states()[victim] == "idle"
+    assert only_slurmd(virtual_cluster, victim), virtual_cluster.processes_on(victim)
 
 
 def mpich_library(program: Path) -> Path:

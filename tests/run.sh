@@ -37,9 +37,9 @@ echo "==> $host"
 stage "fast tier (tests/fast)" "$python" -m pytest -q tests/fast
 stage "apt packages" bash setup/apt.sh
 # Apptainer (and the signing key made with it) is needed by the images
-# alone: it builds beside the set-up and the Spack builds, whose solve
-# (clingo) and serial builds (QE 6.7) leave a core idle for minutes; its
-# output goes to a log, printed when it is waited for.
+# alone: it builds beside the set-up and the Spack builds, whose site set-up
+# and solve (clingo) leave a core idle for minutes; its output goes to a
+# log, printed when it is waited for.
 apptainer_log=$(mktemp)
 apptainer_start=$(date +%s)
 setsid -w bash -c 'bash setup/apptainer.sh && bin/onestack signing-key' >"$apptainer_log" 2>&1 &

@@ -80,7 +80,8 @@ class Cluster:
             left = {pid: command for pid, command in self.processes_on(name).items() if command != "slurmd"}
             stuck = processes.end(left)
             if stuck:
-                raise ClusterError(f"{name}: drained ({slurm.UNKILLABLE}); {[left[p] for p in stuck]} survive SIGKILL")
+                survivors = ", ".join(left[pid] for pid in stuck)
+                raise ClusterError(f"{name}: drained ({slurm.UNKILLABLE}); {survivors} survive SIGKILL there")
             slurm.resume(self.config, name)
             self.wait_for_nodes("idle", [name])
             ended = ", ".join(sorted(left.values())) or "nothing"

@@ -123,12 +123,12 @@ def test_a_link_cut_during_a_job(virtual_cluster, program, nodes, tmp_path):
 
 def test_a_node_drained_for_an_unkillable_job_returns_to_service(virtual_cluster, nodes, tmp_path):
     """Slurm drains a node where a job's processes outlive SIGKILL for
-    UnkillableStepTimeout (60 s): reproduced by hand with a process that left
-    the job's process group holding an unreaped child, as hydra's srun
-    leaves it (cluster/slurm.conf.j2), and seen once after Debian MPICH's
-    hang in MPI_Finalize. The drain here is Slurm's own, set without the
-    minute's wait, with a process left on the node: the next job the cluster
-    runs ends that process and resumes the node."""
+    UnkillableStepTimeout (60 s): seen once after Debian MPICH's hang in
+    MPI_Finalize, and reproduced by hand with a process that left the job's
+    process group holding an unreaped child (cluster/README.md). Here the
+    drain is set with scontrol, with Slurm's reason, without the minute's
+    wait, and a process is left on the node: the next job the cluster runs
+    ends that process and resumes the node."""
     survivor, victim = nodes
     virtual_cluster.on_node(victim, "sh", "-c", "setsid sleep 600 </dev/null >/dev/null 2>&1 &")
     drain = ("scontrol", "update", f"NodeName={victim}", "State=DRAIN", f"Reason={slurm.UNKILLABLE}")

@@ -17,6 +17,15 @@ REPO = paths.REPO
 os.environ["ONESTACK_PREFIX"] = str(site.prefix())
 
 
+IMAGE_TESTS = Path(__file__).resolve().parent / "images"
+
+
+def pytest_collection_modifyitems(items):
+    """The image tests last: `make test` builds Apptainer beside the tests
+    before them (tests/run.sh), in the time those leave a core idle."""
+    items.sort(key=lambda item: IMAGE_TESTS in Path(item.fspath).parents)
+
+
 def run_flavors(app: str = None) -> list:
     """The offered flavors of this run's build lists (`make test`: each
     app's ci_build), from the data: tests parametrized by them pass or fail

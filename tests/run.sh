@@ -36,50 +36,53 @@ host=$(bin/onestack host)
 echo "==> $host"
 stage "fast tier (tests/fast)" "$python" -m pytest -q tests/fast
 stage "apt packages" bash setup/apt.sh
-# Apptainer (and the signing key made with it) is needed by the images
-# alone: it builds beside the set-up and the Spack builds, whose site set-up
-# and solve (clingo) leave a core idle for minutes; its output goes to a
-# log, printed when it is waited for.
-apptainer_log=$(mktemp)
-apptainer_start=$(date +%s)
-setsid -w bash -c 'bash setup/apptainer.sh && bin/onestack signing-key' >"$apptainer_log" 2>&1 &
-apptainer_pid=$!
-# A stage that fails before it is waited for leaves no build behind.
-trap 'kill -- -$apptainer_pid 2>/dev/null; rm -f "$apptainer_log"' EXIT
 stage "spack (pinned)" bash setup/spack.sh
 stage "gitlab-ci-local (npm)" bash setup/node.sh
 stage "site set-up" bin/onestack site
 stage "build (ci_build lists)" bin/onestack build
-apptainer_set_up() {  # waits for Apptainer's set-up beside the builds; its log, its status
-  wait $apptainer_pid
-  local rc=$?
-  cat "$apptainer_log"
-  rm -f "$apptainer_log"
-  return $rc
-}
-stage "apptainer + signing key (waited)" apptainer_set_up
-times+=("$(printf '%-34s %5ds' "  apptainer beside the builds" "$(( $(date +%s) - apptainer_start ))")")
 stage "publish" bin/onestack publish
-# The flavor matrix solved cell by cell (its ci_build sample, onestack/status.py;
-# cached in $ONESTACK_CACHE until the inputs change) runs beside the tests, at
-# the lowest priority: the tests leave a core idle a third of their time
-# (cluster start-up, images, registry), and the pipeline test's `make flavors`
-# then waits on this run (onestack/status.py) instead of solving it again.
-# Lowest means its own session with its scheduling group niced: Linux's
-# autogroups share the CPU between sessions first, so a plain `nice` weighs
-# only against this script's own session, not against the MPI ranks the
-# cluster's slurmd starts (measured: those ran 2-4x slower, and a fault test
-# timed out).
-matrix_log=$(mktemp)
+# Beside the tests, at the lowest priority, run what they need only later:
+# the tests leave a core idle a third of their time (cluster start-up,
+# images, registry), while the builds' stage keeps both cores busy
+# (measured: docs/results.md, Build and test times). Lowest means its own
+# session with its scheduling group niced: Linux's autogroups share the CPU
+# between sessions first, so a plain `nice` weighs only against this
+# script's own session, not against the MPI ranks the cluster's slurmd
+# starts (measured: those ran 2-4x slower, and a fault test timed out).
+beside_tests() {  # beside_tests LOG COMMAND...: start it; its pid in $!
+  local log=$1
+  shift
+  setsid -w bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec nice -n 19 "$@"' beside "$@" >"$log" 2>&1 &
+}
+# - Apptainer (built from Debian's source package) and the site's signing
+#   key made with it, which only the image tests need: they run last
+#   (tests/conftest.py) and wait for this file to hold its exit code
+#   (tests/images/conftest.py).
+apptainer_log=$(mktemp)
+export ONESTACK_APPTAINER_SETUP_STATUS=$apptainer_log.status
 start=$(date +%s)
-setsid -w bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec nice -n 19 bin/onestack flavors' \
-  >"$matrix_log" 2>&1 &
+beside_tests "$apptainer_log" bash -c 'bash setup/apptainer.sh && bin/onestack signing-key; echo $? >"$ONESTACK_APPTAINER_SETUP_STATUS.part" && mv "$ONESTACK_APPTAINER_SETUP_STATUS.part" "$ONESTACK_APPTAINER_SETUP_STATUS"'
+apptainer_pid=$!
+# - The flavor matrix solved cell by cell (its ci_build sample,
+#   onestack/status.py; cached in $ONESTACK_CACHE until the inputs change):
+#   the pipeline test's `make flavors` then waits on this run
+#   (onestack/status.py) instead of solving it again.
+matrix_log=$(mktemp)
+beside_tests "$matrix_log" bin/onestack flavors
 matrix_pid=$!
-trap 'kill -- -$matrix_pid 2>/dev/null; rm -f "$matrix_log"' EXIT
+# A run stopped early leaves nothing of either behind.
+trap 'kill -- -$apptainer_pid -$matrix_pid 2>/dev/null; rm -f "$apptainer_log" "$ONESTACK_APPTAINER_SETUP_STATUS"* "$matrix_log"' EXIT
 # shellcheck disable=SC2086  # PYTEST_ARGS holds several arguments
 "$python" -m pytest --ignore=tests/fast ${PYTEST_ARGS:-}
 rc=$?
 times+=("$(printf '%-34s %5ds' "tests (pytest)" "$(( $(date +%s) - start ))")")
+wait $apptainer_pid
+echo "==> Apptainer and the signing key, beside the tests:"
+cat "$apptainer_log"
+if [ "$(cat "$ONESTACK_APPTAINER_SETUP_STATUS" 2>/dev/null)" != 0 ]; then
+  echo "==> Apptainer's set-up failed (its log above)" >&2
+  rc=1
+fi
 if ! wait $matrix_pid; then
   echo "==> the flavor matrix's concretization failed:" >&2
   cat "$matrix_log" >&2

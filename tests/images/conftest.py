@@ -20,7 +20,7 @@ import pytest
 from onestack.images import ImageError, apptainer, base, keys
 
 from . import registry
-from .image_helpers import DESKTOP_USER, TIMINGS, timed
+from .image_helpers import DESKTOP_USER, TIMINGS, timed, wait_for_apptainer_setup
 
 HERE = Path(__file__).resolve().parent
 
@@ -39,6 +39,7 @@ def runner() -> apptainer.Apptainer:
             "image tests need root: builds use --fakeroot with root's subuid range, "
             "and the desktop-user tests create a user and mount a tmpfs"
         )
+    wait_for_apptainer_setup()
     try:
         return apptainer.find()
     except ImageError as err:

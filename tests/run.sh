@@ -57,7 +57,7 @@ beside_tests() {  # beside_tests LOG COMMAND...: start it; its pid in $!
 # - Apptainer (built from Debian's source package) and the site's signing
 #   key made with it, which only the image tests need: they run last
 #   (tests/conftest.py) and wait for this file to hold its exit code
-#   (tests/images/conftest.py).
+#   (tests/images/image_helpers.py).
 apptainer_log=$(mktemp)
 export ONESTACK_APPTAINER_SETUP_STATUS=$apptainer_log.status
 start=$(date +%s)

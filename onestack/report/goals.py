@@ -5,7 +5,7 @@ met, MISSED, or why it was not measured."""
 import functools
 import statistics
 from pathlib import Path
-from typing import Dict, List
+from typing import Callable, Dict, List
 
 from onestack import data, host, paths
 from onestack.report import pairs, start_cost
@@ -145,18 +145,40 @@ def _native_row(r: dict) -> str:
     )
 
 
-def _side_by_side(goal: dict, app: dict, kind: str) -> List[tuple]:
-    """Each flavor's figure beside its second run of `kind`, in the same
-    rounds, over the headline cases: (flavor, case, second run's median,
-    the flavor's, how much faster the flavor is: above 1, it wins)."""
+def _second_runs(kind: str) -> Callable[[List[dict]], List[tuple]]:
+    """Each run of `kind` and the flavor's run it is the second run of:
+    (that second run, the flavor's run), the flavor's the one judged."""
+
+    def matched(results: List[dict]) -> List[tuple]:
+        by_name = {r["name"]: r for r in results}
+        return [(r, by_name[r["of"]]) for r in results if r["kind"] == kind]
+
+    return matched
+
+
+def _level_over_baseline(level: str) -> Callable[[List[dict]], List[tuple]]:
+    """Each flavor's build of `level` alone after its baseline build alone,
+    both forced by ONESTACK_CPU_LEVEL: (the baseline run, the level's run)."""
+
+    def matched(results: List[dict]) -> List[tuple]:
+        baseline = {r["of"]: r for r in results if r["kind"] == "baseline_level"}
+        chosen = [r for r in results if r["kind"] == "level_build" and r["level"] == level]
+        return [(baseline[r["of"]], r) for r in chosen if r["of"] in baseline]
+
+    return matched
+
+
+def _side_by_side(goal: dict, app: dict, matched: Callable[[List[dict]], List[tuple]]) -> List[tuple]:
+    """Each pair of runs of a flavor (first, second) in the same rounds, over
+    the headline cases: (flavor, case, the first run's median, the second's,
+    how much faster the second is: above 1, it wins)."""
     rows = []
     for name, case in _headline(app["cases"]).items():
         how = case["figures"].get(goal["figure"])
-        by_name = {r["name"]: r for r in case["results"]}
-        for off in (r for r in case["results"] if r["kind"] == kind and goal["figure"] in r["figures"]):
-            on = by_name[off["of"]]["figures"].get(goal["figure"])
-            if how and on:
-                before, after = off["figures"][goal["figure"]]["median"], on["median"]
+        for off, on in matched(case["results"]):
+            before, after = off["figures"].get(goal["figure"]), on["figures"].get(goal["figure"])
+            if how and before and after:
+                before, after = before["median"], after["median"]
                 gain = after / before if how["better"] == "higher" else before / after
                 rows.append((off["of"], name, before, after, gain))
     return rows
@@ -165,19 +187,27 @@ def _side_by_side(goal: dict, app: dict, kind: str) -> List[tuple]:
 def _gain(goal: dict, app: dict, kind: str, missing: str) -> dict:
     """A flavor's figure against its second run of `kind`: the geometric
     mean of the gains over the flavors and headline cases."""
-    rows = _side_by_side(goal, app, kind)
+    rows = _side_by_side(goal, app, _second_runs(kind))
     if not rows:
         return {"figure": "-", "verdict": f"not measured: {missing}"}
-    gain = statistics.geometric_mean(r[4] for r in rows)
-    shown = "; ".join(f"{flavor} {before:.3g} -> {after:.3g}" for flavor, _, before, after, _ in rows)
-    return {"figure": f"{gain:.2f}x ({shown})", "verdict": _verdict(goal, gain)}
+    return {"figure": _gains_shown(rows), "verdict": _verdict(goal, _mean_gain(rows))}
+
+
+def _mean_gain(rows: List[tuple]) -> float:
+    """The geometric mean of the gains of _side_by_side's rows."""
+    return statistics.geometric_mean(r[4] for r in rows)
+
+
+def _gains_shown(rows: List[tuple]) -> str:
+    each = "; ".join(f"{flavor} {before:.3g} -> {after:.3g}" for flavor, _, before, after, _ in rows)
+    return f"{_mean_gain(rows):.2f}x ({each})"
 
 
 def layout_gap(goal: dict, app: dict, peak: dict) -> dict:
     """A hybrid flavor as one rank with a thread per core against itself
     with a rank per core (measure._threaded), at equal cores: met when every
     case is within the goal, else MISSED, saying which layout wins where."""
-    rows = _side_by_side(goal, app, "threaded")
+    rows = _side_by_side(goal, app, _second_runs("threaded"))
     if not rows:
         return {"figure": "-", "verdict": "not measured: no hybrid flavor ran"}
     shown = "; ".join(
@@ -198,11 +228,18 @@ def preload_gain(goal: dict, app: dict, peak: dict) -> dict:
 def level_gain(goal: dict, app: dict, peak: dict) -> dict:
     """What a flavor's level builds give on this CPU: the build the
     dispatcher runs against the baseline build alone. A goal for a level
-    (`on_level`) is judged only on a host of that level."""
-    if goal.get("on_level") and goal["on_level"] != f"x86-64-{host.level()}":
-        here = f"x86-64-{host.level()}"
-        return {"figure": "-", "verdict": f"not measured: this host is {here}, the goal is for {goal['on_level']}"}
-    return _gain(goal, app, "baseline_level", "no flavor with level builds ran")
+    (`on_level`) is judged only on a host of that level; on a newer host the
+    figure is that level's build against the baseline's, both forced here,
+    shown as an indication (another CPU, not the goal's host)."""
+    here = f"x86-64-{host.level()}"
+    if goal.get("on_level", here) == here:
+        return _gain(goal, app, "baseline_level", "no flavor with level builds ran")
+    why = f"not measured: this host is {here}, the goal is for {goal['on_level']}"
+    rows = _side_by_side(goal, app, _level_over_baseline(goal["on_level"]))
+    if not rows:
+        return {"figure": "-", "verdict": why}
+    forced = f"its {goal['on_level']} build against its baseline build, both forced on this {here} host"
+    return {"figure": f"{_gains_shown(rows)}: {forced}", "verdict": why}
 
 
 def emulated(goal: dict, app: dict, peak: dict) -> dict:

@@ -48,7 +48,7 @@ def contestants(published: List[str]) -> List[dict]:
         runs += _threaded(matrix.flavor(m), how)
         runs += _on_runtimes(matrix.flavor(m), published)
         runs += _without_preload(matrix.flavor(m))
-        runs += _baseline_level(matrix.flavor(m))
+        runs += _lower_levels(matrix.flavor(m))
     extra = [f for f in matrix.flavors if not f.published]
     roots = spack.query("flavor_roots", json.dumps([f.spack_spec for f in extra])) if extra else {}
     runs += _baselines(matrix.flavors)
@@ -174,19 +174,27 @@ def _without_preload(flavor: Flavor) -> List[dict]:
     return [_beside(flavor, "without-preload", f"without {flavor.preload.package}", "without_preload", how)]
 
 
-def _baseline_level(flavor: Flavor) -> List[dict]:
-    """A flavor published with level builds runs a second time on its
-    baseline build alone (ONESTACK_CPU_LEVEL), right after itself: what its
-    per-level code buys on this CPU, side by side (goals of kind level_gain)."""
-    if len(dispatch.published_levels(publish.current_release(), flavor)) < 2:
+def _lower_levels(flavor: Flavor) -> List[dict]:
+    """A flavor published with level builds runs again on each of its builds
+    below the one the dispatcher picks on this CPU (ONESTACK_CPU_LEVEL), right
+    after itself: what its per-level code buys here (goals of kind
+    level_gain), and, on a newer CPU, what an older generation's build gives
+    over the baseline build in the same rounds."""
+    built = dispatch.published_levels(publish.current_release(), flavor)
+    runnable = sorted(level for level in built if host.runs(level))
+    if len(built) < 2:
         return []
-    level = cpus.baseline_level()
+    return [_level_only(flavor, level) for level in runnable[:-1]]
+
+
+def _level_only(flavor: Flavor, level: str) -> dict:
     how = How(
         modules=(flavor.module_name,),
         env=(("ONESTACK_CPU_LEVEL", level),),
         no_own_level=f"this run is its {level} build alone (ONESTACK_CPU_LEVEL), the figure's point",
     )
-    return [_beside(flavor, f"{level}-only", f"{level} build only", "baseline_level", how)]
+    kind = "baseline_level" if level == cpus.baseline_level() else "level_build"
+    return _beside(flavor, f"{level}-only", f"{level} build only", kind, how, level=level)
 
 
 def _same_mpi(flavor: Flavor, build: Flavor) -> bool:

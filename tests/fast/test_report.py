@@ -331,12 +331,18 @@ def test_the_layout_gap_says_which_layout_wins_where():
 
 
 def test_the_level_gain_is_judged_on_a_host_of_its_level_only(monkeypatch):
-    """gromacs/a 50 ns/day as dispatched, 30 on its x86-64-v2 build alone."""
+    """gromacs/a 50 ns/day as dispatched, 30 on its x86-64-v2 build alone,
+    45 on its x86-64-v3 build alone."""
     figures = {"ns_per_day": {"unit": "ns/day", "better": "higher"}}
     gmx = _app(
         [
             _result("gromacs/a", "flavor", ns_per_day=(49, 50, 51)),
             {**_result("gromacs/a-x86-64-v2-only", "baseline_level", ns_per_day=(29, 30, 31)), "of": "gromacs/a"},
+            {
+                **_result("gromacs/a-x86-64-v3-only", "level_build", ns_per_day=(44, 45, 46)),
+                "of": "gromacs/a",
+                "level": "x86-64-v3",
+            },
         ],
         figures,
     )
@@ -345,7 +351,44 @@ def test_the_level_gain_is_judged_on_a_host_of_its_level_only(monkeypatch):
     assert goals.level_gain(goal, gmx, {}) == {"figure": "1.67x (gromacs/a 30 -> 50)", "verdict": "met"}
     monkeypatch.setattr(goals.host, "level", lambda: "v3")
     elsewhere = goals.level_gain(goal, gmx, {})
-    assert elsewhere["verdict"] == "not measured: this host is x86-64-v3, the goal is for x86-64-v4", elsewhere
+    assert elsewhere == {"figure": "-", "verdict": "not measured: this host is x86-64-v3, the goal is for x86-64-v4"}
+
+
+@pytest.mark.parametrize(
+    "here, forced",
+    [("v4", ["x86-64-v2", "x86-64-v3"]), ("v3", ["x86-64-v2"]), ("v2", [])],
+)
+def test_a_flavor_runs_again_on_each_of_its_builds_below_the_dispatchers_pick(monkeypatch, tmp_path, here, forced):
+    flavor = stack.load().flavor("hpl/openblas-mpich")
+    monkeypatch.setattr(measure.publish, "current_release", lambda: tmp_path)
+    monkeypatch.setattr(measure.dispatch, "published_levels", lambda *_: ["x86-64-v2", "x86-64-v3", "x86-64-v4"])
+    monkeypatch.setattr(host, "level", lambda: here)
+    runs = measure._lower_levels(flavor)
+    assert [(r["level"], r["kind"]) for r in runs] == [
+        (level, "baseline_level" if level == "x86-64-v2" else "level_build") for level in forced
+    ]
+    assert all(dict(r["how"].env) == {"ONESTACK_CPU_LEVEL": r["level"]} for r in runs), runs
+
+
+def test_an_older_levels_gain_is_shown_forced_on_a_newer_host_but_not_judged(monkeypatch):
+    """On an x86-64-v4 host, the x86-64-v3 goal gets the v3 build against the
+    v2 build, both forced, as an indication; its verdict stays not measured."""
+    figures = {"ns_per_day": {"unit": "ns/day", "better": "higher"}}
+    runs = [
+        _result("gromacs/a", "flavor", ns_per_day=(49, 50, 51)),
+        {**_result("gromacs/a-x86-64-v2-only", "baseline_level", ns_per_day=(29, 30, 31)), "of": "gromacs/a"},
+    ]
+    v3 = {**_result("gromacs/a-x86-64-v3-only", "level_build", ns_per_day=(44, 45, 46)), "of": "gromacs/a"}
+    goal = {"figure": "ns_per_day", "at_least": 1.3, "on_level": "x86-64-v3"}
+    monkeypatch.setattr(goals.host, "level", lambda: "v4")
+    shown = goals.level_gain(goal, _app([*runs, {**v3, "level": "x86-64-v3"}], figures), {})
+    assert shown == {
+        "figure": "1.50x (gromacs/a 30 -> 45): its x86-64-v3 build against its baseline build, "
+        "both forced on this x86-64-v4 host",
+        "verdict": "not measured: this host is x86-64-v4, the goal is for x86-64-v3",
+    }, shown
+    other = goals.level_gain(goal, _app([*runs, {**v3, "level": "x86-64-v4"}], figures), {})
+    assert other["figure"] == "-", other
 
 
 def test_a_standard_abi_flavor_is_set_against_the_native_build_of_the_mpi_that_serves_it():

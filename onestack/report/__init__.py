@@ -225,7 +225,7 @@ def make(reduced: bool, only: Optional[List[str]] = None) -> Path:
         )
     )
     for goal in judged:
-        print(f"==> report: goal {goal['goal']}: {goal['figure']} {goal['verdict']}")
+        print(f"==> report: goal {goal['goal']}: {goal['figure']} [{goal['verdict']}]")
     for a in apps:
         print(f"==> report: fastest {a['app']} flavor: {a['fastest']} ({a['default_note']})")
         if a["default_measured_elsewhere"]:

@@ -182,8 +182,6 @@ def _lower_levels(flavor: Flavor) -> List[dict]:
     over the baseline build in the same rounds."""
     built = dispatch.published_levels(publish.current_release(), flavor)
     runnable = sorted(level for level in built if host.runs(level))
-    if len(built) < 2:
-        return []
     return [_level_only(flavor, level) for level in runnable[:-1]]
 
 

@@ -67,7 +67,13 @@ def runtime_published(runtime, release: Path) -> str:
     (a runtime make test builds and publish left out failed its build)."""
     if runtime.module_name in publish.release_manifest(release)["runtimes"]:
         return ""
-    assert not runtime.ci_build, f"{runtime.module_name} is in this run's builds but not published: its build failed"
+    return runtime_not_built(runtime)
+
+
+def runtime_not_built(runtime) -> str:
+    """Why a runtime is not on this machine: `make test` does not build it
+    (one it builds and lacks failed its build: an error, not a skip)."""
+    assert not runtime.ci_build, f"{runtime.module_name} is in this run's builds but absent: its build failed"
     return (
         f"{runtime.module_name} not built here: `make stack` builds {runtime.spec}, `make test` does not "
         "(components.yaml ci_build: false)"

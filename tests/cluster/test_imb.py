@@ -12,7 +12,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import runtime_not_built
 
+from onestack import stack
 from onestack.cluster import imb
 
 NATIVE = ["mpich", "openmpi", "impi", "mvapich2", "mpich5", "openmpi6"]
@@ -54,8 +56,18 @@ def results(virtual_cluster, pairings):
 def _runs(results, name):
     runs = [r for r in results if r.pairing == name]
     if not runs:
-        pytest.skip(f"{name} is not on this machine (MVAPICH2, Wi4MPI and Open MPI 6: `make stack` builds them)")
+        pytest.skip(_absent(name))
     return (next(r for r in runs if r.nodes == n) for n in (1, 2))
+
+
+def _absent(name: str) -> str:
+    """Why a pairing did not run: the MPI it runs on (after its ">") is not
+    on this machine, a runtime of components.yaml or MVAPICH2."""
+    missing = name.split(">")[-1]
+    runtime = next((r for r in stack.load().runtimes if r.name == missing), None)
+    if runtime is not None:
+        return f"{name}: {runtime_not_built(runtime)}"
+    return f"{name}: {missing} is not installed here: Spack builds it with the first flavor built with it"
 
 
 @pytest.mark.parametrize("name", NATIVE + STANDARD_ABI + [TRANSLATED])

@@ -71,12 +71,12 @@ def runtime_published(runtime, release: Path) -> str:
 
 
 def runtime_not_built(runtime) -> str:
-    """Why a runtime is not on this machine: `make test` does not build it
+    """Why a runtime is absent from this run: `make test` does not build it
     (one it builds and lacks failed its build: an error, not a skip)."""
     assert not runtime.ci_build, f"{runtime.module_name} is in this run's builds but absent: its build failed"
     return (
-        f"{runtime.module_name} not built here: `make stack` builds {runtime.spec}, `make test` does not "
-        "(components.yaml ci_build: false)"
+        f"{runtime.module_name} is not among this run's builds: `make stack` builds {runtime.spec}, "
+        "`make test` does not (components.yaml ci_build: false)"
     )
 
 

@@ -23,9 +23,6 @@ def test_accelerated_styles_match_the_reference(
 ):
     require_published(module, published_flavors)
     flavor = stack.load().flavor(module)
-    cannot = dict(flavor.app.accelerators)[style]["not_run"].get(case)
-    if cannot:
-        pytest.skip(f"{module} {flavor.accelerators[style]} {case}: not run: {' '.join(cannot.split())}")
     problem = problems.of_flavor(flavor, case, style)
     checks = problems.run(problem, flavor_how(module, live_release), tmp_path, init_script)
     report = "; ".join(map(str, checks))

@@ -28,3 +28,29 @@ def test_accelerated_styles_match_the_reference(
     report = "; ".join(map(str, checks))
     print(f"{module} {flavor.accelerators[style]} {case}: {report}")
     assert all(c.passed for c in checks), f"{module} {flavor.accelerators[style]} {case}: {report}"
+
+
+INTEL = [f.module_name for f in run_flavors("lmp") if "intel" in f.accelerators]
+# The SPC/E water's edit that gives the neighbor lists room (tests/problems/lmp/spce.yaml).
+ROOM = "neigh_modify one"
+
+
+@pytest.mark.parametrize("module", INTEL)
+def test_intel_neighbor_overflow_stops_with_lammps_error(
+    module, init_script, live_release, published_flavors, tmp_path
+):
+    """The INTEL package once wrote past its neighbor cache and crashed
+    where LAMMPS meant to stop; the site's recipe bounds it
+    (packages/spack_repo/onestack/packages/lammps/intel-neighbor-cache-bound.patch).
+    The SPC/E water without its room for neighbors must end in LAMMPS's own
+    error (with a crash, MPICH's launcher exits with the signal's number)."""
+    require_published(module, published_flavors)
+    problem = problems.of_flavor(stack.load().flavor(module), "spce", "intel")
+    edits = {file: [e for e in pairs if ROOM not in e[1]] for file, pairs in problem["edits"].items()}
+    crowded = problems.Problem(problem.app, problem.case, {**problem.spec, "edits": edits})
+    outcome = problems.execute(crowded, flavor_how(module, live_release), tmp_path, init_script)
+    print(f"{module} -sf intel, spce without `{ROOM}`: exit {outcome.exit}")
+    assert "boost neigh_modify one" in outcome.printed and outcome.exit != 0, (
+        f"{module} -sf intel on spce without `{ROOM}`: exit {outcome.exit}, not LAMMPS's overflow error:\n"
+        f"{outcome.printed[-2000:]}"
+    )

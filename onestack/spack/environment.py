@@ -26,6 +26,7 @@ def _permissions(site) -> dict:
 
 
 MANIFEST = paths.REPO / "spack.yaml"
+SITE_RECIPES = paths.REPO / "packages" / "spack_repo" / "onestack" / "packages"
 # The placeholders of the repository's spack.yaml that each site's copy fills in.
 STATE, SITE_SCOPE = "$ONESTACK_STATE/", "$ONESTACK_SITE_SCOPE"
 
@@ -44,6 +45,12 @@ def _rebased(path: str, state: Path) -> str:
     return os.path.relpath(paths.REPO / path, state)
 
 
+def site_packages() -> List[str]:
+    """The packages the site's own recipes build (Spack's names: dashes
+    where the recipes' folders have underscores)."""
+    return sorted(d.name.replace("_", "-") for d in SITE_RECIPES.iterdir() if (d / "package.py").is_file())
+
+
 def write_manifest(state: Path) -> Path:
     """The site environment in state: the repository's spack.yaml, its paths
     rebased (Spack has one environment per folder, its spack.lock beside
@@ -52,6 +59,7 @@ def write_manifest(state: Path) -> Path:
     env = manifest["spack"]
     env["include"] = [{**entry, "path": _rebased(entry["path"], state)} for entry in env["include"]]
     env["repos:"] = {name: _rebased(path, state) for name, path in env["repos:"].items()}
+    env["concretizer"]["reuse"]["exclude"] = site_packages()
     header = f"# Generated from spack.yaml by `onestack render` for {state.name}: do not edit.\n"
     return files.write_text(state / "spack.yaml", header + yaml.safe_dump(manifest, sort_keys=False, width=200))
 

@@ -74,6 +74,17 @@ def test_spack_config_carries_the_baseline_and_the_sites_permissions(tmp_path, m
     assert spec in config["definitions"][0]["flavors"] and "fabrics=mrail" in spec
 
 
+def test_site_recipes_are_solved_afresh_not_reused(tmp_path):
+    """Spack reuses an installed spec whatever its recipe says now: each
+    package of a site recipe is left out of reuse, so a changed recipe
+    (a patch added) gives a new build on a warm tree."""
+    environment.render(stack.load().select(), tmp_path)
+    excluded = yaml.safe_load((tmp_path / "spack.yaml").read_text())["spack"]["concretizer"]["reuse"]["exclude"]
+    recipes = paths.REPO / "packages" / "spack_repo" / "onestack" / "packages"
+    assert len(excluded) == len([d for d in recipes.iterdir() if (d / "package.py").is_file()]) > 0
+    assert {"lammps", "onestack-dispatch", "onestack-mkl-cpu-path", "gromacs-regressiontests"} <= set(excluded)
+
+
 def test_two_sites_and_two_prefixes_keep_state_folders_of_their_own(tmp_path, monkeypatch):
     """Two sites build from one checkout and one cache: each its own Spack
     environment (spack.yaml, and the lock Spack writes beside it) and its own

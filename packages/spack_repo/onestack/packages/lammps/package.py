@@ -28,6 +28,13 @@ class Lammps(BuiltinLammps):
     # only the library interface's Fortran entry points use; they report
     # failure there, as in LAMMPS's own MPI_STUBS build. lmp never calls them.
     patch("mpi-abi-no-fortran-handles.patch", when="@20210929.2 ^mpich-abi")
+    # The INTEL package's neighbor list build filled its per-thread cache of
+    # the atoms around a bin before checking its size, and crashed where
+    # LAMMPS meant to stop with "boost neigh_modify one" (the SPC/E water's
+    # 17 A neighbor cutoff did it; tests/test_accelerators.py checks the
+    # error). The patch bounds the fill and raises the overflow LAMMPS
+    # already reports; upstream's code is unchanged there since.
+    patch("intel-neighbor-cache-bound.patch", when="@20250204.dfsg1 +intel")
 
     def cmake_args(self):
         # LAMMPS's CMake finds MPI with FindMPI, which takes the first mpicxx

@@ -33,7 +33,8 @@ class Lammps(BuiltinLammps):
     # LAMMPS meant to stop with "boost neigh_modify one" (the SPC/E water's
     # 17 A neighbor cutoff did it; tests/test_accelerators.py checks the
     # error). The patch bounds the fill and raises the overflow LAMMPS
-    # already reports; upstream's code is unchanged there since.
+    # already reports; a later upstream npair_intel.cpp, read for this,
+    # fills the cache the same way.
     patch("intel-neighbor-cache-bound.patch", when="@20250204.dfsg1 +intel")
 
     def cmake_args(self):

@@ -4,6 +4,7 @@ environment, and the test child pipeline, one job per built flavor, written
 here from the flavor data (Spack has no notion of a flavor's test problems)."""
 
 import os
+import shlex
 import subprocess
 from pathlib import Path
 from typing import List
@@ -95,7 +96,7 @@ def _test_pipeline(selected: List[Flavor]) -> Path:
         f"test {f.module_name}": {
             "stage": "test",
             "tags": ["onestack"],
-            "script": [f"make -s check FLAVORS={f.module_name}"],
+            "script": [f"make -s check {shlex.quote(f'FLAVORS={f.module_name}')}"],
         }
         for f in selected
         if f.published

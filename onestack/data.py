@@ -9,6 +9,8 @@ by Spack half an hour into a build.
 import copy
 import fnmatch
 import functools
+import re
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any, List
 
@@ -87,21 +89,66 @@ def _registry() -> referencing.Registry:
     )
 
 
+def _pattern(validator, pattern: str, instance, node):
+    """JSON Schema's `pattern`, with `$` meaning the end as in ECMA regexes:
+    Python's also matches before a final newline, so "/opt/x\n" would pass
+    `^/[A-Za-z0-9._/+-]*$` and reach a Lua string or a shell line."""
+    ending = pattern.removesuffix("$") + r"\Z" if pattern.endswith("$") else pattern
+    if validator.is_type(instance, "string") and not re.search(ending, instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+# Draft 2020-12 with that `pattern`.
+Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, {"pattern": _pattern})
+
+
 def _validator(name: str) -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(
-        schema(name), registry=_registry(), format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
-    )
+    return Validator(schema(name), registry=_registry(), format_checker=Validator.FORMAT_CHECKER)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping: PyYAML
+    keeps the last silently, so a second `unavailable:` block would undo the
+    first without a word."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            # An unhashable key is left to PyYAML's own error.
+            if isinstance(key, Hashable) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"key {key!r} given twice (first on line {seen[key] + 1}); "
+                    "YAML would keep the second alone: merge them into one",
+                    key_node.start_mark,
+                )
+            if isinstance(key, Hashable):
+                seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
 
 
 def read_yaml(file: Path) -> Any:
     try:
-        return yaml.safe_load(Path(file).read_text())
+        return yaml.load(Path(file).read_text(), Loader=_UniqueKeyLoader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         raise InputError(f"{location(file)}: not valid YAML{where}: {getattr(err, 'problem', err)}") from None
     except FileNotFoundError:
         raise InputError(f"{location(file)}: missing") from None
+
+
+# How each JSON Schema type is written in YAML, for the fix of a wrong type.
+YAML_TYPES = {
+    "array": "a list, e.g. [a, b]",
+    "object": "a mapping of keys, e.g. {key: value}",
+    "string": "text (quoted where YAML would read a number or true)",
+    "boolean": "true or false",
+    "integer": "a whole number",
+    "number": "a number",
+}
 
 
 def _message(err: jsonschema.ValidationError) -> str:
@@ -118,6 +165,8 @@ def _message(err: jsonschema.ValidationError) -> str:
         )
         what = err.schema.get("properties", {}).get(needed, {}).get("title", "")
         return f"'{given}' needs '{needed}' beside it" + (f": {what}" if what else "")
+    if err.validator == "type" and isinstance(err.validator_value, str):
+        return f"{err.message}; write it as {YAML_TYPES.get(err.validator_value, err.validator_value)}"
     title = err.schema.get("title") if isinstance(err.schema, dict) else None
     return f"{err.message}" + (f" ({title})" if title and err.validator in ("pattern", "enum") else "")
 
@@ -166,9 +215,22 @@ def _follow(node: dict, root: dict) -> tuple:
     return node, root
 
 
+# A data file's name becomes part of names and generated scripts (a test
+# case's name in its run script, an application file's in its image's
+# definition): characters no shell, Lua or definition file reads specially.
+FILE_STEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+
+
 def load(file: Path, schema_name: str) -> Any:
     """A YAML document of the stack's data, validated, with its defaults."""
+    if not FILE_STEM.fullmatch(Path(file).stem):
+        raise InputError(
+            f"{location(file)}: a data file is named with letters, digits and . _ + - only, "
+            "starting with a letter or digit: rename it"
+        )
     data = read_yaml(file)
+    if data is None:
+        raise InputError(f"{location(file)}: empty; it needs the keys of {schema_name}.schema.yaml in schemas/")
     validate(file, data, schema_name)
     return fill_defaults(data, schema(schema_name), schema(schema_name))
 

@@ -11,7 +11,9 @@ through the filter of that file's language:
 - `def_line`, `def_lines`: text for an Apptainer definition file, refused
   (Refused) where a line's first word starts with `%`, which would open a
   section there whatever quotes surround it (Apptainer's parser reads words,
-  not shell); def_line also refuses a newline (headers, %files, %labels).
+  not shell), where a line starts with `Bootstrap:` (a new build stage) and
+  where it holds `{{ name }}` (a build argument); def_line also refuses a
+  newline (headers, %labels), def_path whitespace and quotes too (%files).
 
 Templates are rendered with StrictUndefined (a missing value is an error, not
 an empty string); HTML templates (*.html.j2, the report's page) with Jinja's
@@ -19,6 +21,7 @@ HTML autoescape, every other without: the filters above are the escaping,
 chosen per place, as HTML escaping is wrong for Lua or shell.
 """
 
+import re
 import shlex
 from pathlib import Path
 from typing import Iterable
@@ -56,6 +59,15 @@ class Refused(OnestackError, ValueError):
     """A value that cannot go into the file at all; the message says why."""
 
 
+# Apptainer's own parser (1.4's pkg/build/types/parser/deffile.go and
+# internal/pkg/build/args/reader.go), whatever quotes surround the text: a
+# line starting with `Bootstrap:` (any case) starts another build stage, the
+# last of which is the image built and signed; `{{ name }}` is a build
+# argument, an error when none is given.
+STAGE_START = re.compile(r"^bootstrap:", re.IGNORECASE | re.MULTILINE)
+BUILD_ARGUMENT = re.compile(r"\{\{\s*\w+\s*\}\}")
+
+
 def def_lines(value) -> str:
     text = str(value)
     for line in text.splitlines():
@@ -63,6 +75,12 @@ def def_lines(value) -> str:
             raise Refused(
                 f"{line.strip()!r}: a line of a definition file whose first word starts with % opens a section there"
             )
+    stage = STAGE_START.search(text)
+    if stage:
+        raise Refused(f"{text!r}: a line starting with {stage.group()} starts another build stage there")
+    argument = BUILD_ARGUMENT.search(text)
+    if argument:
+        raise Refused(f"{text!r}: Apptainer reads {argument.group()} as a build argument")
     return text
 
 
@@ -71,6 +89,14 @@ def def_line(value) -> str:
     if "\n" in text or "\r" in text:
         raise Refused(f"{text!r}: a definition file takes this value on one line")
     return def_lines(text)
+
+
+def def_path(value) -> str:
+    """A path of a %files line, which Apptainer splits at whitespace and quotes."""
+    text = def_line(value)
+    if re.search(r"[\s\"']", text):
+        raise Refused(f"{text!r}: a path of a definition file's %files takes no whitespace or quote; use one without")
+    return text
 
 
 def sh(value) -> str:
@@ -95,6 +121,7 @@ def environment(templates: Path) -> jinja2.Environment:
         sh=sh,
         sh_words=sh_words,
         def_line=def_line,
+        def_path=def_path,
         def_lines=def_lines,
     )
     return env

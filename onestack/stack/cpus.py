@@ -6,6 +6,8 @@ import functools
 from pathlib import Path
 from typing import List
 
+from archspec import cpu as archspec_cpu
+
 from onestack import data, paths
 
 CPUS_FILE = "cpus.yaml"
@@ -17,7 +19,27 @@ QEMU_HIGHEST_LEVEL = "x86-64-v3"
 
 @functools.lru_cache(maxsize=None)
 def _generations(file: Path) -> tuple:
-    return tuple(data.load(file, "cpus")["generations"])
+    every = data.load(file, "cpus")["generations"]
+    _check(file, every)
+    return tuple(every)
+
+
+def _check(file: Path, every: List[dict]) -> None:
+    """Oldest first (the first is the baseline), each a target Spack knows:
+    a misspelt target would fail only in Spack's solve, minutes later."""
+    for i, (older, newer) in enumerate(zip(every, every[1:]), start=1):
+        if newer["x86_64_level"] < older["x86_64_level"]:
+            raise data.InputError(
+                f"{data.location(file)}: generations[{i}].x86_64_level: {newer['x86_64_level']} is below "
+                f"generations[{i - 1}]'s {older['x86_64_level']}; list the generations oldest first, "
+                "the baseline every package is built for first"
+            )
+    for i, generation in enumerate(every):
+        if generation["spack_target"] not in archspec_cpu.TARGETS:
+            raise data.InputError(
+                f"{data.location(file)}: generations[{i}].spack_target: '{generation['spack_target']}' is "
+                "not a target of archspec (Spack's CPU names: `spack arch --known-targets`), e.g. x86_64_v2, haswell"
+            )
 
 
 def generations() -> List[dict]:

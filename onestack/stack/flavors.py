@@ -67,12 +67,12 @@ class Application:
     @property
     def package(self) -> str:
         """The Spack package name, e.g. quantum-espresso."""
-        return self.spack.split("@")[0].split()[0]
+        return self.spack.split("@")[0]
 
     @property
     def version(self) -> str:
         """The version users load (qe/<flavor>/<version>): the Spack spec's."""
-        return self.spack.split("@", 1)[1].split()[0] if "@" in self.spack else "default"
+        return self.spack.split("@")[1]
 
 
 @dataclass(frozen=True)
@@ -303,7 +303,15 @@ def _check_flags(file: Path, key: str, variants: str) -> None:
 SINGLE_PATH_FLAGS = ("-march=", "-mcpu=", "-xHost", "-fast", "-tp=host", "-tp=native")
 
 
-def _check_single_path(file: Path, key: str, variants: str) -> None:
+def _check_variants(file: Path, key: str, variants: str) -> None:
+    """Variants Spack can parse as words, none of them a single-path flag."""
+    try:
+        shlex.split(variants)
+    except ValueError as err:
+        raise InputError(
+            f"{data.location(file)}: {key}: {err} in {variants!r}; quote a value with spaces "
+            'whole, e.g. fflags="-O2 -g"'
+        ) from None
     found = [flag for flag in SINGLE_PATH_FLAGS if flag in variants]
     if found:
         raise InputError(
@@ -363,6 +371,7 @@ def _check_components(file: Path, components: dict, site: Site) -> None:
                 f"{kind} of {data.location(file)}",
             )
     for name, compiler in components["compilers"].items():
+        _check_fat_flags(file, name, compiler["fat_flags"])
         if site.why_unavailable("compilers", name) and "site_external" not in compiler:
             raise InputError(
                 f"{data.location(file)}: compilers.{name}: unavailable at site '{site.name}', so it "
@@ -370,6 +379,32 @@ def _check_components(file: Path, components: dict, site: Site) -> None:
                 "concretizes only against an installed or external compiler)"
             )
     _check_threads_placeholder(file, components)
+    for key, env in [*_env_blocks(components), ("hybrid.env", components["hybrid"]["env"])]:
+        for name, setting in env.items():
+            for which in ("value", "hybrid"):
+                if which in setting:
+                    _check_definition_text(file, f"{key}.{name}.{which}", setting[which])
+
+
+def _check_definition_text(file: Path, key: str, text: str) -> None:
+    """Text a flavor's image carries (its %help, %environment), refused when
+    the data loads rather than by `make images` after the builds."""
+    try:
+        render.def_lines(text)
+    except render.Refused as err:
+        raise InputError(
+            f"{data.location(file)}: {key}: {err}; reword it (an image's definition file holds it)"
+        ) from None
+
+
+def _check_fat_flags(file: Path, compiler: str, template: str) -> None:
+    try:
+        cpus.fat_flags(template)
+    except (KeyError, IndexError, ValueError) as err:
+        raise InputError(
+            f"{data.location(file)}: compilers.{compiler}.fat_flags: cannot fill in {template!r} ({err}); "
+            "its placeholders are {intel_ax} and {nvhpc_tp}, and a literal brace is written twice"
+        ) from None
 
 
 def _env_blocks(components: dict):
@@ -427,8 +462,9 @@ def _flavor(file: Path, app: Application, kind: str, name: str, entry: dict, com
     """One cell of the matrix, checked against the components."""
     key = f"{'reference' if kind == 'reference' else 'flavors'}.{name}"
     where = f"defined in {data.location(file.parent / COMPONENTS_FILE)}"
+    _check_variants(file, f"{key}.variants", entry["variants"])
+    _check_definition_text(file, f"{key}.usage", entry.get("usage", ""))
     _check_flags(file, f"{key}.variants", merge_variants(app.variants, entry["variants"]))
-    _check_single_path(file, f"{key}.variants", entry["variants"])
     _check_choice(file, f"{key}.compiler", entry["compiler"], components["compilers"], "compiler", where)
     _check_choice(file, f"{key}.mpi", entry["mpi"], components["mpis"], "MPI", where)
     _check_choice(file, f"{key}.math", entry["math"], components["math"], "math library", where)
@@ -513,8 +549,10 @@ def _application(file: Path, doc: dict, site: Site) -> Application:
         levels_ci_build=tuple(doc["levels"]["ci_build"]),
         accelerators=tuple(doc["accelerators"].items()),
     )
+    _check_variants(file, "variants", app.variants)
     _check_flags(file, "variants", app.variants)
-    _check_single_path(file, "variants", app.variants)
+    for key in ("description", "usage"):
+        _check_definition_text(file, key, doc[key])
     for i, name in enumerate(app.build):
         _check_choice(file, f"build[{i}]", name, names, "flavor", "keys of flavors")
     for i, name in enumerate(app.levels_build):
@@ -591,13 +629,16 @@ def _check_module_defaults(site: Site, flavors: List[Flavor]) -> None:
     """`module load <module>` loads one flavor, whatever versions the
     module's files hold: the site's default flavor, else the one every file
     names; a flavor of one version at least (a newer version may not offer
-    it yet)."""
+    it yet), in its `build` list, and one the site can build."""
     for module in sorted({f.app.module for f in flavors}):
-        names = {f.flavor_name for f in flavors if f.app.module == module}
-        where = f"keys of flavors in the {module} files of environments/"
+        names = {f.name for f in flavors if f.app.module == module and f.published and f.name in f.app.build}
+        where = f"the `build` lists of the {module} files of environments/"
         if module in site.default_flavors:
             chosen = site.default_flavors[module]["flavor"]
-            _check_choice(site.file, f"default_flavors.{module}.flavor", chosen, names, "flavor", where)
+            buildable = {f.name for f in flavors if f.app.module == module and f.name in names and not f.unavailable}
+            _check_choice(
+                site.file, f"default_flavors.{module}.flavor", chosen, buildable, "flavor", f"{where}, buildable here"
+            )
             continue
         named = {f.app.file: f.app.default_flavor for f in flavors if f.app.module == module}
         first = min(named)

@@ -5,6 +5,7 @@ repository unchanged and only selects its own folder (ONESTACK_SITE)."""
 import functools
 import hashlib
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Tuple
@@ -40,7 +41,7 @@ def _load(folder: Path) -> Site:
     file = folder / SITE_FILE
     if not file.is_file():
         raise data.InputError(
-            f"{file}: no site file: ONESTACK_SITE names a folder of sites/ "
+            f"{data.location(file)}: no site file: ONESTACK_SITE names a folder of sites/ "
             f"({', '.join(sorted(p.name for p in (paths.data_root() / 'sites').iterdir()))}) "
             "or a path to a folder with a site.yaml"
         )
@@ -60,8 +61,22 @@ def _load(folder: Path) -> Site:
 def prefix() -> Path:
     """The install tree's prefix: ONESTACK_PREFIX (a developer's own tree),
     else the selected site's. Entry points export it (paths.prefix reads
-    it): Spack reads the install tree from spack.yaml's $ONESTACK_PREFIX."""
+    it): Spack reads the install tree from spack.yaml's $ONESTACK_PREFIX.
+    Checked with ONESTACK_MODULES (tests' scratch module trees) as the site
+    file's `prefix` is: both land in every module users load, in Lua
+    strings Spack's module templates write unescaped."""
+    for name in ("ONESTACK_PREFIX", "ONESTACK_MODULES"):
+        _check_location(name, os.environ.get(name, ""))
     return Path(os.environ.get("ONESTACK_PREFIX") or load().prefix)
+
+
+def _check_location(name: str, value: str) -> None:
+    allowed = data.schema("site")["properties"]["prefix"]["pattern"]
+    if value and not re.fullmatch(allowed, value):
+        raise data.InputError(
+            f"{name}={value!r}: not a path the site file's `prefix` allows ({allowed}: absolute, letters, "
+            "digits and . _ / + -); it goes into every module users load: choose such a path"
+        )
 
 
 def load() -> Site:

@@ -51,3 +51,34 @@ def test_every_site_loads(site, monkeypatch):
 def test_every_application_names_its_emulated_and_its_cross_node_case(app):
     assert problems.emulation_problem(app)["emulation_params"] is not None
     assert problems.across_nodes_problem(app)["across_nodes"]
+
+
+@pytest.mark.parametrize("name", ["ONESTACK_PREFIX", "ONESTACK_MODULES"])
+def test_a_prefix_from_the_environment_is_checked_as_the_site_files_is(name, monkeypatch):
+    """Both land in every module users load, in Lua strings Spack writes unescaped."""
+    monkeypatch.setenv(name, '/srv/a")os.execute("id")--')
+    with pytest.raises(data.InputError, match=f"{name}=.*choose such a path"):
+        stack.site.prefix()
+
+
+def test_a_data_file_whose_name_a_script_would_read_is_refused(tmp_path):
+    """A test case's name goes into its run script, an application file's into its image's definition."""
+    file = tmp_path / "melt\ntouch x #.yaml"
+    file.write_text("app: lmp\n")
+    with pytest.raises(data.InputError, match="rename it"):
+        data.load(file, "problem")
+
+
+def test_an_empty_data_file_says_so(tmp_path):
+    file = tmp_path / "site.yaml"
+    file.write_text("# nothing yet\n")
+    with pytest.raises(data.InputError, match="site.yaml: empty; it needs the keys of site.schema.yaml"):
+        data.load(file, "site")
+
+
+def test_a_pattern_ending_in_dollar_refuses_a_final_newline():
+    """Python's $ also matches before a final newline (ECMA's, which JSON
+    Schema means, does not): "/opt/x\\n" would reach a module's Lua."""
+    site = {"description": "a site", "fabric": "tcp"}
+    assert not list(data._validator("site").iter_errors({**site, "prefix": "/opt/x"}))
+    assert list(data._validator("site").iter_errors({**site, "prefix": "/opt/x\n"}))

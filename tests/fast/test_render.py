@@ -422,6 +422,30 @@ def test_a_definition_refuses_a_line_that_would_open_a_section():
         render.def_line("label\nvalue")
 
 
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("x\nBootstrap: docker\nFrom: alpine", "starts another build stage"),
+        ("x\nbootstrap: localimage", "starts another build stage"),
+        ("runs {{ n }} steps", "as a build argument"),
+    ],
+)
+def test_a_definition_refuses_what_apptainer_would_read_as_its_own(text, why):
+    """Apptainer splits a definition into stages at any line starting with
+    `Bootstrap:` (the last stage is the image signed) and fills in
+    `{{ name }}` as a build argument, inside quotes or not."""
+    with pytest.raises(render.Refused, match=why):
+        _definition(_hostile_flavor(text))
+    with pytest.raises(render.Refused, match=why):
+        _definition(stack.load().flavor("qe/openblas-mpich"), help_text=text)
+
+
+@pytest.mark.parametrize("path", ["/home/a b/cache", "/srv/it's", '/srv/"x"'])
+def test_a_files_path_apptainer_would_split_is_refused(path):
+    with pytest.raises(render.Refused, match="no whitespace or quote"):
+        render.def_path(path)
+
+
 def test_a_preloaded_library_is_built_beside_its_flavors_and_never_a_module(tmp_path):
     """MKL's CPU-path remedy (components.yaml mkl `preload`): every MKL
     flavor carries it, and the rendered environment builds it once."""
@@ -439,6 +463,7 @@ def test_a_vendor_library_only_an_unavailable_component_uses_is_not_laid_out(tmp
     assert {"intel-oneapi-mkl", "intel-oneapi-mpi", "netlib-lapack"} <= scope.used_packages()
     site = yaml.safe_load((paths.REPO / "sites" / "default" / "site.yaml").read_text())
     site["unavailable"]["math"] = {"mkl": "no MKL licence at this center"}
+    site["default_flavors"].pop("hpl")  # an MKL flavor: such a center measures its own
     (tmp_path / "site.yaml").write_text(yaml.safe_dump(site))
     monkeypatch.setenv("ONESTACK_SITE", str(tmp_path))
     used = scope.used_packages()

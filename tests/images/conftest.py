@@ -14,9 +14,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import jinja2
 import pytest
 
+from onestack import render
 from onestack.images import ImageError, apptainer, base, keys
 
 from . import registry
@@ -75,13 +75,7 @@ def base_sif(runner) -> Path:
 
 
 def render_tiny_definition(base_image: Path, dest: Path) -> Path:
-    if any(ch.isspace() for ch in str(base_image)):
-        raise ImageError(f"{base_image}: a path with spaces cannot go into a definition header")
-    template = jinja2.Template(
-        (HERE / "tiny.def").read_text(), undefined=jinja2.StrictUndefined, keep_trailing_newline=True
-    )
-    dest.write_text(template.render(base=base_image))
-    return dest
+    return render.write(HERE, "tiny.def", dest, base=base_image)
 
 
 @pytest.fixture(scope="session")

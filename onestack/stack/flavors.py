@@ -241,10 +241,8 @@ class Matrix:
         by_name = {**{f.versioned_name: f for f in self.flavors}, **{f.module_name: f for f in self.flavors}}
         unknown = [w for w in wanted if w not in by_name]
         if unknown:
-            raise InputError(
-                f"unknown flavor(s) {', '.join(unknown)}; the flavors defined in "
-                f"{data.location(paths.environments_dir())}/ are: {', '.join(sorted(by_name))}"
-            )
+            names = {f.module_name for f in self.flavors}
+            raise InputError(f"unknown flavor(s) {', '.join(unknown)}; {_known_like(unknown, names)}")
         return [by_name[w] for w in wanted]
 
     def flavor(self, module_name: str) -> Flavor:
@@ -263,6 +261,21 @@ class Matrix:
 # The exec-time dispatcher in front of every flavor's programs: built for
 # plain x86-64, so that it can refuse a CPU below the baseline itself.
 DISPATCHER = "onestack-dispatch target=x86_64"
+
+
+def _known_like(unknown: List[str], known) -> str:
+    """The flavors of the applications named, else the applications: the
+    whole list is thousands of characters."""
+    apps = sorted({name.split("/")[0] for name in known})
+    named = {w.split("/")[0] for w in unknown} & set(apps)
+    where = "(environments/; `make flavors` shows every one, its versions and what it is built with)"
+    if not named:
+        return f"the applications are {', '.join(apps)} {where}"
+    return (
+        f"the flavors of {', '.join(sorted(named))}: "
+        + ", ".join(sorted(k for k in known if k.split("/")[0] in named))
+        + f" {where}"
+    )
 
 
 def preload_packages(selected: List[Flavor]) -> List[str]:

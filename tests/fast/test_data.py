@@ -82,3 +82,13 @@ def test_a_pattern_ending_in_dollar_refuses_a_final_newline():
     site = {"description": "a site", "fabric": "tcp"}
     assert not list(data._validator("site").iter_errors({**site, "prefix": "/opt/x"}))
     assert list(data._validator("site").iter_errors({**site, "prefix": "/opt/x\n"}))
+
+
+def test_an_unknown_flavor_lists_its_applications_flavors_only():
+    matrix = stack.load()
+    with pytest.raises(data.InputError) as err:
+        matrix.select(["qe/mkl-nosuchmpi"])
+    assert "unknown flavor(s) qe/mkl-nosuchmpi; the flavors of qe: " in str(err.value)
+    assert "qe/openblas-mpich," in str(err.value) and "hpl/" not in str(err.value)
+    with pytest.raises(data.InputError, match="the applications are gromacs, hpl, lmp, qe"):
+        matrix.select(["nosuchapp/openblas-mpich"])

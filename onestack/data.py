@@ -115,8 +115,9 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         seen = {}
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
-            # An unhashable key is left to PyYAML's own error.
-            if isinstance(key, Hashable) and key in seen:
+            if not isinstance(key, Hashable):
+                continue  # left to PyYAML's own error
+            if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None,
                     None,
@@ -124,8 +125,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                     "YAML would keep the second alone: merge them into one",
                     key_node.start_mark,
                 )
-            if isinstance(key, Hashable):
-                seen[key] = key_node.start_mark.line
+            seen[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep=deep)
 
 

@@ -4,9 +4,15 @@ SHELL := /bin/bash
 ONESTACK := bin/onestack
 # Which flavors to build, e.g. FLAVORS="qe/openblas-mpich";
 # empty = the `build` list of each environments/<app>.yaml.
-FLAVORS ?=
-PYTEST_ARGS ?=
-export PYTEST_ARGS
+# These reach the commands as data, never as make or shell code: a pipeline
+# variable (.gitlab-ci.yml) may hold anything, and make expands `$(...)` in a
+# variable from the environment or the command line. So each is taken
+# unexpanded and read by the recipes' shell from the environment, where
+# bin/onestack refuses a name it does not know.
+override FLAVORS := $(value FLAVORS)
+override FULL_REBUILD := $(value FULL_REBUILD)
+override PYTEST_ARGS := $(value PYTEST_ARGS)
+export FLAVORS FULL_REBUILD PYTEST_ARGS
 
 .PHONY: setup venv mirror stack test test-fast flavors where rollback bench-modules report report-path images \
 	where-images push-images push-binaries check audit ci-generate cluster cluster-env cluster-down cluster-bench \
@@ -25,12 +31,12 @@ setup: venv
 	@$(ONESTACK) signing-key
 
 mirror: setup
-	@$(ONESTACK) mirror $(FLAVORS)
+	@$(ONESTACK) mirror $$FLAVORS
 
 # The live tree offers every built flavor of the build lists, so FLAVORS
 # selects what to build, not what to publish.
 stack: setup
-	@$(ONESTACK) build $(FLAVORS)
+	@$(ONESTACK) build $$FLAVORS
 	@$(ONESTACK) publish
 
 # The fast tier: every data file, bad input, rendering, report arithmetic,
@@ -64,8 +70,8 @@ report-path:
 	@$(ONESTACK) report-path
 
 # SIF images of the published flavors (FLAVORS selects; see containers/).
-images: stack
-	@$(ONESTACK) images $(FLAVORS)
+images: setup
+	@$(ONESTACK) images $$FLAVORS
 
 where-images:
 	@$(ONESTACK) where-images
@@ -78,15 +84,15 @@ push-images: setup
 # The published flavors' Spack binaries into the same registry (oci://), for
 # `spack install --cache-only` on other machines (onestack/images/push.py).
 push-binaries: setup
-	@$(ONESTACK) push-binaries $(FLAVORS)
+	@$(ONESTACK) push-binaries $$FLAVORS
 
-# The test problems of FLAVORS (default: the build lists) through their modules.
 # The community checks (tests/community/checks.yaml) with ReFrame against the live tree.
 community: setup
 	@$(ONESTACK) community
 
+# The test problems of FLAVORS (default: the build lists) through their modules.
 check: setup
-	@$(ONESTACK) check $(FLAVORS)
+	@$(ONESTACK) check $$FLAVORS
 
 # The pipeline's first stage: data, recipes and .gitlab-ci.yml validated.
 audit: setup
@@ -95,10 +101,10 @@ audit: setup
 # The build and test child pipelines (the concretize job runs this); FLAVORS
 # (a pipeline variable) limits them to those flavors, e.g. for a merge request.
 ci-generate: setup
-	@$(ONESTACK) ci-generate $(FLAVORS) $(if $(FULL_REBUILD),--full-rebuild)
+	@$(ONESTACK) ci-generate $$FLAVORS $${FULL_REBUILD:+--full-rebuild}
 
 # A virtual Slurm cluster made from this machine (root): a controller on the
-# host and 2 compute nodes, each its own network namespace with its own
+# host and compute nodes (cluster/cluster.yaml), each its own network namespace with its own
 # hostname and slurmd, on a bridge of its own (cluster/cluster.yaml,
 # cluster/README.md). `source "$$(make -s cluster-env)"` points sinfo, sbatch
 # and srun at it; `make cluster-down` leaves nothing behind.

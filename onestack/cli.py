@@ -123,6 +123,12 @@ def cmd_push_images(args) -> None:
     push.push_all()
 
 
+def cmd_public_key(args) -> None:
+    if len(args.file) > 1:
+        raise OnestackError(f"public-key: one file, not {len(args.file)} ({' '.join(args.file)})")
+    print(f"==> public-key: {push.public_key(Path(args.file[0]) if args.file else None)}")
+
+
 def cmd_push_binaries(args) -> None:
     push.push_binaries(_selected(args))
 
@@ -272,6 +278,12 @@ COMMANDS = [
     ),
     ("images", cmd_images, "build and sign the SIF image of each selected published flavor", [FLAVORS]),
     ("push-images", cmd_push_images, "push every built image to the site's registry (ONESTACK_REGISTRY...)", []),
+    (
+        "public-key",
+        cmd_public_key,
+        "write the site's public signing key, which desktop users import to verify images",
+        [("file", "where to write it (default: site-signing.asc in the images folder)")],
+    ),
     (
         "push-binaries",
         cmd_push_binaries,

@@ -167,6 +167,8 @@ def _message(err: jsonschema.ValidationError) -> str:
         return f"'{given}' needs '{needed}' beside it" + (f": {what}" if what else "")
     if err.validator == "type" and isinstance(err.validator_value, str):
         return f"{err.message}; write it as {YAML_TYPES.get(err.validator_value, err.validator_value)}"
+    if err.validator == "maxLength":
+        return f"{err.message}: at most {err.validator_value} characters ({err.schema.get('description', '')})"
     title = err.schema.get("title") if isinstance(err.schema, dict) else None
     return f"{err.message}" + (f" ({title})" if title and err.validator in ("pattern", "enum") else "")
 

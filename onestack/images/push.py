@@ -15,13 +15,16 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 from onestack import spack
 from onestack.images import ImageError, apptainer, keys
 from onestack.images.flavor import build_hashes, images_dir
 from onestack.spack import oci_buildcache
 from onestack.stack.flavors import Flavor
+
+# What the docs and the errors tell desktop users to import.
+PUBLIC_KEY_FILE = "site-signing.asc"
 
 VARIABLES = ("ONESTACK_REGISTRY", "ONESTACK_REGISTRY_USER", "ONESTACK_REGISTRY_PASSWORD")
 # What may stand in an oras:// reference: no spaces, no shell, no scheme of its own.
@@ -43,13 +46,18 @@ def _settings() -> dict:
 
 
 def push_all() -> List[str]:
-    """Each image of `make -s where-images`, verified (never an unsigned or
-    altered one), pushed; returns the references pushed."""
+    """Each image of `make -s where-images`, all verified before any is
+    pushed (never an unsigned or altered one), then pushed, with the site's
+    public key written beside them for desktop users; returns the references
+    pushed."""
     settings = _settings()
     images = sorted(images_dir().glob("*.sif"))
     if not images:
         raise ImageError(f"push-images: no image in {images_dir()}: run `make images` first")
     runner = apptainer.find(keys.signing_env())
+    for image in images:
+        apptainer.verify(runner, image)
+    print(f"==> push-images: the site's public key for desktop users: {public_key()}")
     apptainer.login(
         runner,
         settings["registry"].split("/")[0],
@@ -59,7 +67,15 @@ def push_all() -> List[str]:
     pushed = []
     for image in images:
         reference = f"oras://{settings['registry']}/{image.stem}:{settings['tag']}"
-        apptainer.push(runner, image, reference)
+        try:
+            apptainer.push(runner, image, reference)
+        except ImageError as err:
+            raise ImageError(
+                f"push-images: {reference} failed after {len(pushed)} of {len(images)} images: "
+                f"{', '.join(pushed) or 'none'} pushed. Until `make push-images` runs again (safe: "
+                f"each push replaces its image whole), tag {settings['tag']} mixes this run's images "
+                f"with earlier ones.\n{err}"
+            ) from err
         print(f"==> push-images: {reference}")
         pushed.append(reference)
     return pushed
@@ -86,6 +102,9 @@ def push_binaries(selected: List[Flavor]) -> str:
     return url
 
 
-def public_key(dest: Path) -> Path:
-    """The site's public key, for desktop users to verify what they pull."""
+def public_key(dest: Optional[Path] = None) -> Path:
+    """The site's public key, for desktop users to verify what they pull
+    (`apptainer key import site-signing.asc`); beside the images by default."""
+    dest = dest or images_dir() / PUBLIC_KEY_FILE
+    dest.parent.mkdir(parents=True, exist_ok=True)
     return keys.export_public_key(apptainer.find(keys.signing_env()), dest)

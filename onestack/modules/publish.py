@@ -7,6 +7,8 @@ written here: the flavor modules (qe/openblas-mpich), the init script, the
 spider cache and the switch between releases.
 """
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -15,11 +17,11 @@ import signal
 import stat
 import time
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, Iterator, List, Tuple
 
 import yaml
 
-from onestack import paths, render, spack, stack
+from onestack import files, paths, render, spack, stack
 from onestack.errors import OnestackError
 from onestack.modules import abi, dispatch, lmod
 from onestack.spack import vendor
@@ -357,13 +359,50 @@ def _init_files(release: Path, selected: List[Flavor]) -> None:
     _render("lmodrc.lua.j2", release / "init" / "lmodrc.lua", release=release.name, cache_dir=release / "cache")
 
 
-def _switch_current(release: Path) -> None:
-    """Make `release` live with one atomic rename of a symlink."""
+@contextlib.contextmanager
+def _exclusive() -> Iterator[None]:
+    """One publish or rollback of a tree at a time: a second one would drop
+    the first's release in the making as a leftover (`_remove_incomplete`),
+    or race it to the `current` link."""
+    paths.modules_root().mkdir(parents=True, exist_ok=True)
+    with open(paths.modules_root() / ".publish.lock", "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            raise PublishError(
+                f"another publish or rollback of {paths.modules_root()} is running "
+                f"(pid {lock.read().strip() or '?'}): wait for it to end, then run this again"
+            ) from None
+        lock.truncate(0)
+        lock.write(f"{os.getpid()}\n")
+        lock.flush()
+        yield
+
+
+def _history_file() -> Path:
+    return paths.modules_root() / "history"
+
+
+def _history() -> List[str]:
+    """The releases made live, in the order they were, the live one last.
+    A tree published before the history was kept starts from its live
+    release and the complete ones before it by name."""
+    if _history_file().exists():
+        return _history_file().read_text().split()
+    live = current_release().name
+    return [r.name for r in complete_releases() if r.name <= live]
+
+
+def _switch_current(release: Path, history: List[str]) -> None:
+    """Make `release` live with one atomic rename of a symlink, and record
+    the live releases (what a rollback goes back along)."""
     new_link = current_link().with_name("current.new")
     if new_link.is_symlink() or new_link.exists():
         new_link.unlink()
     new_link.symlink_to(release.relative_to(paths.modules_root()))
     os.replace(new_link, current_link())
+    files.write_text(_history_file(), "".join(f"{name}\n" for name in history))
 
 
 # The fault-injection point of the killed-publish test: the process kills
@@ -381,6 +420,11 @@ def publish(selected: List[Flavor], force: bool = False) -> Path:
     """Generate, check and switch to a new release of the module tree with the
     built flavors of selected; nothing is generated when the live release was
     made from the same inputs (unless forced)."""
+    with _exclusive():
+        return _publish(selected, force)
+
+
+def _publish(selected: List[Flavor], force: bool) -> Path:
     selected, roots = spack.installed([f for f in selected if f.published])
     fingerprint = _fingerprint(selected, roots)
     live = current_link().is_symlink() and release_manifest(current_release())["fingerprint"]
@@ -402,20 +446,27 @@ def publish(selected: List[Flavor], force: bool = False) -> Path:
     for flavor in selected:
         lmod.check_loads(release / "init" / "bash", flavor.versioned_name)
     manifest = {"flavors": [f.module_name for f in selected], "runtimes": runtime_modules, "fingerprint": fingerprint}
-    (release / COMPLETE_MARK).write_text(json.dumps(manifest, indent=1) + "\n")
+    history = _history() if current_link().is_symlink() else []
+    files.write_text(release / COMPLETE_MARK, json.dumps(manifest, indent=1) + "\n")
     _make_read_only(release)
     _step_done("marked")
-    _switch_current(release)
+    _switch_current(release, [*history, release.name])
     print(f"==> publish: release {release.name} is live")
     return release
 
 
 def rollback() -> Path:
-    """Make the release before the live one live again."""
-    live = current_release()
-    earlier = [r for r in complete_releases() if r.name < live.name]
-    if not earlier:
-        raise PublishError(f"release {live.name} is the oldest published one: nothing to roll back to")
-    _switch_current(earlier[-1])
-    print(f"==> rollback: release {earlier[-1].name} is live again (was {live.name})")
-    return earlier[-1]
+    """Make the release that was live before the live one live again (not
+    merely the one named before it: a release marked complete by a publish
+    killed before its switch was never live)."""
+    with _exclusive():
+        live = current_release()
+        history = [name for name in _history() if (releases_dir() / name / COMPLETE_MARK).exists()]
+        while history and history[-1] == live.name:
+            history.pop()
+        if not history:
+            raise PublishError(f"release {live.name} is the first one made live here: nothing to roll back to")
+        earlier = releases_dir() / history[-1]
+        _switch_current(earlier, history)
+        print(f"==> rollback: release {earlier.name} is live again (was {live.name})")
+        return earlier

@@ -100,8 +100,27 @@ def _load(folder: Path, app: str) -> Dict[str, Problem]:
         spec = data.load(file, "problem")
         if spec["app"] != app:
             raise data.InputError(f"{data.location(file)}: app: '{spec['app']}', but the file is in {app}/")
+        _check_words(file, spec)
         problems[file.stem] = Problem(app, file.stem, spec)
     return problems
+
+
+def _check_words(file: Path, spec: dict) -> None:
+    """Each command splits as a shell would (Problem.argv): a quote left
+    open is refused here, with its key, not when the problem runs."""
+    commands = {
+        "command": spec["command"],
+        "hybrid_args": spec["hybrid_args"],
+        **{f"prepare.{i}": step for i, step in enumerate(spec["prepare"])},
+        **({"peak_search.command": spec["peak_search"]["command"]} if spec.get("peak_search") else {}),
+    }
+    for key, text in commands.items():
+        try:
+            shlex.split(text)
+        except ValueError as err:
+            raise data.InputError(
+                f"{data.location(file)}: {key}: {err} in {text!r}; quote an argument with spaces whole"
+            ) from None
 
 
 def load(app: str, benchmarks: bool = False) -> Dict[str, Problem]:

@@ -117,7 +117,7 @@ def _clone(variable: str, what: str) -> str:
 
 
 def _from_git(how: dict, workdir: Path) -> Path:
-    clone = _clone(how["clone_variable"], f"commit {how['commit']}")
+    clone = _verified_clone(how["clone_variable"], how["commit"], f"the repository of commit {how['commit']}")
     out = workdir / how["commit"]
     with open(out, "wb") as handle:
         subprocess.run(

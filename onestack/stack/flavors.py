@@ -319,18 +319,31 @@ SINGLE_PATH_FLAGS = ("-march=", "-mcpu=", "-xHost", "-fast", "-tp=host", "-tp=na
 def _check_variants(file: Path, key: str, variants: str) -> None:
     """Variants Spack can parse as words, none of them a single-path flag."""
     try:
-        shlex.split(variants)
+        words = shlex.split(variants)
     except ValueError as err:
         raise InputError(
             f"{data.location(file)}: {key}: {err} in {variants!r}; quote a value with spaces "
             'whole, e.g. fflags="-O2 -g"'
         ) from None
+    _check_no_quote_inside(file, key, words)
     found = [flag for flag in SINGLE_PATH_FLAGS if flag in variants]
     if found:
         raise InputError(
             f"{data.location(file)}: {key}: {found[0]} builds a single code path (one CPU), where every "
             "flavor is a fat binary for the generations of environments/cpus.yaml; remove it (the "
             "compiler's fat_flags in components.yaml and Spack's target set the paths)"
+        )
+
+
+def _check_no_quote_inside(file: Path, key: str, words: List[str]) -> None:
+    """A value is written into the Spack spec in double quotes (merge_variants):
+    one inside it would end the value there and let the rest be read as more
+    of the spec (another dependency, another variant)."""
+    quoted = [word for word in words if '"' in word]
+    if quoted:
+        raise InputError(
+            f"{data.location(file)}: {key}: {quoted[0]!r} holds a double quote, which would end the "
+            "value inside Spack's spec; a flag value takes none"
         )
 
 
@@ -411,6 +424,7 @@ def _check_definition_text(file: Path, key: str, text: str) -> None:
 
 
 def _check_fat_flags(file: Path, compiler: str, template: str) -> None:
+    _check_no_quote_inside(file, f"compilers.{compiler}.fat_flags", [template])
     try:
         cpus.fat_flags(template)
     except (KeyError, IndexError, ValueError) as err:

@@ -39,6 +39,13 @@ class Site:
 @functools.lru_cache(maxsize=None)
 def _load(folder: Path) -> Site:
     file = folder / SITE_FILE
+    if not data.FILE_STEM.fullmatch(folder.name):
+        # The name goes into state folder names and the header of the
+        # generated spack.yaml.
+        raise data.InputError(
+            f"ONESTACK_SITE={folder}: a site folder is named with letters, digits and . _ + - "
+            f"({folder.name!r} is not): rename it"
+        )
     if not file.is_file():
         raise data.InputError(
             f"{data.location(file)}: no site file: ONESTACK_SITE names a folder of sites/ "

@@ -61,6 +61,15 @@ def test_a_prefix_from_the_environment_is_checked_as_the_site_files_is(name, mon
         stack.site.prefix()
 
 
+def test_a_site_folder_whose_name_would_break_the_generated_files_is_refused(tmp_path, monkeypatch):
+    """The site's name heads the generated spack.yaml and names its state folders."""
+    folder = tmp_path / "x\nconfig: {concretizer: x}\n#"
+    folder.mkdir()
+    monkeypatch.setenv("ONESTACK_SITE", str(folder))
+    with pytest.raises(data.InputError, match="a site folder is named with .*rename it"):
+        stack.load()
+
+
 def test_a_data_file_whose_name_a_script_would_read_is_refused(tmp_path):
     """A test case's name goes into its run script, an application file's into its image's definition."""
     file = tmp_path / "melt\ntouch x #.yaml"

@@ -120,7 +120,9 @@ class LuaModule:
     """A rendered module run by real Lua with Lmod's functions stubbed: what
     each call received, exactly."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, asked: str = ""):
+        """asked: the name the user typed (Lmod's myModuleUsrName); by
+        default the module's own name, from its whatis."""
         self.calls = []
         lua = lupa.LuaRuntime(unpack_returned_tuples=True)
 
@@ -140,11 +142,34 @@ class LuaModule:
         ):
             lua.globals()[name] = record(name)
         lua.globals()["mode"] = lambda: "load"
+        lua.globals()["myModuleUsrName"] = lambda: asked or self.values("whatis")[0][0].removeprefix("Name: ")
         lua.globals()["capture"] = lambda command: self.calls.append(("capture", command)) or ("", True)
         lua.execute(text)
 
     def values(self, name: str) -> list:
         return [call[1:] for call in self.calls if call[0] == name]
+
+
+@pytest.mark.parametrize(
+    "asked, known",
+    [
+        ("qe", True),
+        ("qe/default", True),
+        ("qe/openblas-impi", True),
+        ("qe/openblas-impi/6.7.0", True),
+        ("qe/typo", False),
+        ("qe/openblas-imp", False),
+        ("qe/openblas-impi-omp", False),
+        ("hpl/openblas-impi", False),
+    ],
+)
+def test_a_flavor_module_refuses_a_name_the_user_did_not_mean(asked, known, tmp_path):
+    """Lmod 8.6 resolves `module load qe/typo` to the default flavor's file:
+    the file itself refuses a name that is not its application, its flavor
+    or one of its versions."""
+    flavor = stack.load().flavor("qe/openblas-impi")
+    errors = LuaModule(_flavor_module(flavor, "", tmp_path), asked=asked).values("LmodError")
+    assert (not errors) if known else (errors and asked in errors[0][0]), (asked, errors)
 
 
 def _hostile_flavor(text: str):
@@ -525,3 +550,13 @@ def test_make_test_leaves_out_the_runtimes_only_make_stack_builds(tmp_path):
     for ci, expected in ((True, False), (False, True)):
         config = yaml.safe_load(environment.render([flavor], tmp_path, ci=ci).read_text())
         assert any(s.startswith("openmpi-abi@") for s in config["definitions"][1]["runtimes"]) is expected, ci
+
+
+def test_an_admin_list_key_matches_its_own_module_only():
+    """Lmod matches a deprecated version's key as a Lua pattern (`find`)."""
+    find = lupa.LuaRuntime().eval("string.find")
+    key = render.lua_pattern("qe/openblas-mpich/1.2")
+    assert find("qe/openblas-mpich/1.2", key) and not find("qe/openblas-mpich/1.2.1", key)
+    assert not find("qe/openblas-mpichX1.2", key)
+    with pytest.raises(render.Refused, match="admin list"):
+        render.lua_pattern("qe/a|qe/b")

@@ -3,6 +3,7 @@ one and switched in by one rename; a publish killed half-way leaves the live
 tree loadable; one command rolls back. Runs against a scratch module root
 (ONESTACK_MODULES), never the site's live tree."""
 
+import fcntl
 import os
 import signal
 
@@ -54,16 +55,36 @@ def test_killed_publish_leaves_the_live_tree_loadable(modules_root):
     assert all(os.path.exists(os.path.join(releases, r, ".complete")) for r in os.listdir(releases))
 
 
+def test_a_second_publish_or_rollback_is_refused_while_one_runs(modules_root):
+    """While one publish holds the tree, another is refused before it
+    touches anything (it would drop the first's release in the making)."""
+    onestack("publish", env_extra=modules_root, check=True)
+    live = _current(modules_root)
+    with open(os.path.join(modules_root["ONESTACK_MODULES"], ".publish.lock"), "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        lock.truncate(0)
+        lock.write("4242\n")
+        lock.flush()
+        for command in (["publish", "--force"], ["rollback"]):
+            refused = onestack(*command, env_extra=modules_root)
+            assert refused.returncode == 1 and "another publish or rollback" in refused.stderr, refused.stderr
+            assert "pid 4242" in refused.stderr and _current(modules_root) == live
+
+
 def test_rollback_restores_the_previous_release(modules_root):
+    """Back to the release that was live before, past one a killed publish
+    marked complete but never switched in."""
     onestack("publish", env_extra=modules_root, check=True)
     first = _current(modules_root)
+    never_live = onestack("publish", "--force", env_extra={**modules_root, publish.KILL_AFTER: "marked"})
+    assert never_live.returncode == -signal.SIGKILL and _current(modules_root) == first
     onestack("publish", "--force", env_extra=modules_root, check=True)
     assert _current(modules_root) != first
     proc = onestack("rollback", env_extra=modules_root, check=True)
     assert "live again" in proc.stdout
     assert _current(modules_root) == first and _loads(modules_root)
     refused = onestack("rollback", env_extra=modules_root)
-    assert refused.returncode == 1 and "oldest published" in refused.stderr
+    assert refused.returncode == 1 and "first one made live here" in refused.stderr
 
 
 def test_a_site_deprecates_and_hides_versions(modules_root, tmp_path, published_flavors):

@@ -26,6 +26,7 @@ site-signing.asc`, as root), which `apptainer verify --local` reads too.
 
 import os
 import re
+import tempfile
 from pathlib import Path
 from typing import Dict, List
 
@@ -98,12 +99,29 @@ def _make_keyring(apptainer: Apptainer, folder: Path) -> None:
         )
 
 
+def _check_configured(apptainer: Apptainer, folder: Path, fingerprint: str) -> None:
+    """A site key configured after a key was made here is not silently
+    ignored: images would go on being signed with the key desktop users
+    were never given."""
+    if not os.environ.get(KEY_ENV):
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        _make_keyring(apptainer, Path(tmp))
+        configured = fingerprints(apptainer, Path(tmp), secret=True)[0]
+    if configured != fingerprint:
+        raise ImageError(
+            f"{KEY_ENV}={os.environ[KEY_ENV]} is key {configured}, but {folder} signs with {fingerprint}: "
+            f"move {folder} away (images are signed again with the configured key), or unset {KEY_ENV}"
+        )
+
+
 def ensure_site_key(apptainer: Apptainer) -> str:
     """The fingerprint of the site key, made or imported into keys_dir()
     if it holds none yet. The keyring appears complete or not at all."""
     folder = keys_dir()
     found = fingerprints(apptainer, folder, secret=True)
     if found:
+        _check_configured(apptainer, folder, found[0])
         return found[0]
     if folder.exists() and any(folder.iterdir()):
         raise ImageError(

@@ -76,3 +76,17 @@ def test_keyring_without_secret_key_is_refused(runner, workdir, monkeypatch):
     with pytest.raises(ImageError, match="holds files but no secret key"):
         keys.ensure_site_key(runner)
     shutil.rmtree(folder)
+
+
+def test_a_site_key_configured_after_one_was_made_is_not_ignored(runner, site_key_file, workdir, monkeypatch):
+    """A key made here first, the site's own configured later: images must
+    not go on being signed with the key desktop users were never given."""
+    exported, fingerprint = site_key_file
+    monkeypatch.setenv(keys.KEYSDIR_ENV, str(workdir / "made-keys"))
+    monkeypatch.delenv(keys.KEY_ENV, raising=False)
+    made = keys.ensure_site_key(runner)
+    monkeypatch.setenv(keys.KEY_ENV, str(exported))
+    monkeypatch.setenv(keys.PASSPHRASE_ENV, PASSPHRASE)
+    with pytest.raises(ImageError, match=f"is key {fingerprint}, but .*made-keys signs with {made}: move"):
+        keys.ensure_site_key(runner)
+    shutil.rmtree(workdir / "made-keys")

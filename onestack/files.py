@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Iterator
 
 
-def _remove(path: Path) -> None:
+def remove(path: Path) -> None:
+    """A file, link or folder, if there."""
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
     else:
@@ -23,7 +24,7 @@ def _drop_stale(final: Path) -> None:
     for stale in final.parent.glob(f".{final.name}.partial-*"):
         pid = stale.name.rsplit("-", 1)[-1]
         if not (pid.isdigit() and Path(f"/proc/{pid}").exists()):
-            _remove(stale)
+            remove(stale)
 
 
 @contextlib.contextmanager
@@ -34,7 +35,7 @@ def replacing(final: Path) -> Iterator[Path]:
     final.parent.mkdir(parents=True, exist_ok=True)
     _drop_stale(final)
     partial = final.with_name(f".{final.name}.partial-{os.getpid()}")
-    _remove(partial)
+    remove(partial)
     try:
         yield partial
         if final.is_dir() and not final.is_symlink():
@@ -42,7 +43,7 @@ def replacing(final: Path) -> Iterator[Path]:
         os.replace(partial, final)
     finally:
         if partial.exists() or partial.is_symlink():
-            _remove(partial)
+            remove(partial)
 
 
 def write_text(final: Path, text: str, mode: int = 0o644) -> Path:

@@ -12,7 +12,7 @@ from typing import Dict, List
 
 import yaml
 
-from onestack import data, paths, spack, stack
+from onestack import data, files, paths, spack, stack
 from onestack.spack import vendor
 from onestack.stack import site
 
@@ -99,7 +99,7 @@ def write_mirror_config() -> None:
     spack.site_scope().mkdir(parents=True, exist_ok=True)
     paths.mirror().mkdir(parents=True, exist_ok=True)
     buildcache_dir().mkdir(parents=True, exist_ok=True)
-    (spack.site_scope() / "mirrors.yaml").write_text(yaml.safe_dump(config))
+    files.write_text(spack.site_scope() / "mirrors.yaml", yaml.safe_dump(config))  # read by concurrent jobs
 
 
 def install_vendors() -> None:

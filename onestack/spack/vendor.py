@@ -5,8 +5,8 @@ with the env/vars.sh Spack reads to write their modules, and declared as
 externals in the site scope."""
 
 import functools
+import hashlib
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,10 +14,15 @@ from typing import Dict, List
 
 import yaml
 
-from onestack import data, paths, render
+from onestack import data, files, paths, render
+from onestack.errors import OnestackError
 
 VENDOR = paths.REPO / "setup" / "vendor.yaml"
 TEMPLATES = Path(__file__).parent / "templates"
+
+
+class VendorError(OnestackError):
+    pass
 
 
 @functools.lru_cache(maxsize=None)
@@ -54,20 +59,23 @@ def _link_into(component: Path, targets: dict) -> None:
                 link.symlink_to(to)
 
 
-def _link_wheels(component: Path, wheels: Path, links: dict) -> None:
+def _link_wheels(component: Path, wheels: Path, final: Path, links: dict) -> None:
     """Link each top folder of the wheels' prefix into the component, but
     one that `links` names itself (e.g. CMake's bin, its real programs); a
     folder that `links` adds to (e.g. include/gfortran) is made real, its
     entries linked one by one, so that the added link never lands in the
-    wheels' tree."""
+    wheels' tree. The wheels lie at `wheels` now, at `final` once switched in:
+    the links point there."""
     extended = {name.split("/")[0] for name in links if "/" in name}
     for entry in wheels.iterdir():
         if entry.name in links:
             continue
         if entry.name in extended:
-            _link_into(component / entry.name, {child.name: child for child in entry.iterdir()})
+            _link_into(
+                component / entry.name, {child.name: final / entry.name / child.name for child in entry.iterdir()}
+            )
         else:
-            _link_into(component, {entry.name: entry})
+            _link_into(component, {entry.name: final / entry.name})
 
 
 def vars_sh(package: str, how: dict) -> str:
@@ -77,21 +85,41 @@ def vars_sh(package: str, how: dict) -> str:
 
 
 def _lay_out(package: str, how: dict) -> None:
-    """Lay out the component: PyPI wheels or OS files, plus env/vars.sh."""
+    """Lay out the component (PyPI wheels or OS files, plus env/vars.sh)
+    whole in a folder of its own beside the live one, then switch the
+    package's path to it with one rename of a link: the modules and Spack
+    externals users load read that path, so a failed or changed layout never
+    leaves it half-written."""
     prefix = prefix_of(package)
-    stamp = prefix / ".installed"
     recipe = yaml.safe_dump(how)
-    if stamp.is_file() and stamp.read_text() == recipe:
+    if (prefix / ".installed").is_file() and (prefix / ".installed").read_text() == recipe:
         print(f"==> vendor: {package}@{how['version']} already laid out")
         return
-    component = component_dir(package, how, prefix)
-    if stamp.is_file() and component != prefix:
-        shutil.rmtree(component)  # a changed layout replaces the old links, never writes through them
+    layout = prefix.with_name(f".{package}@{hashlib.sha256(recipe.encode()).hexdigest()[:12]}")
+    files.remove(layout)  # a leftover of a layout that failed
+    layout.mkdir(parents=True)
+    try:
+        _fill(layout, prefix, package, how)
+    except subprocess.CalledProcessError as err:
+        files.remove(layout)
+        raise VendorError(
+            f"setup/vendor.yaml: {package}: pip: `{' '.join(map(str, err.cmd[-len(how['pip']) :]))}` "
+            f"failed (exit {err.returncode}); check the pins and that PyPI (or its mirror) is reachable. "
+            f"{prefix} is as it was"
+        ) from None
+    (layout / ".installed").write_text(recipe)
+    _switch(prefix, layout)
+    print(f"==> vendor: {package}@{how['version']} laid out in {component_dir(package, how, prefix)}")
+
+
+def _fill(layout: Path, prefix: Path, package: str, how: dict) -> None:
+    """The files of the layout, written into `layout`, each link pointing
+    where it will lie once `prefix` names it."""
+    component = component_dir(package, how, layout)
     component.mkdir(parents=True, exist_ok=True)
     links = {name: prefix / target for name, target in how["links"].items()}  # absolute stays absolute
     if "pip" in how:
-        wheels = prefix / "pypi"
-        print(f"==> vendor: pip install {' '.join(how['pip'])} into {wheels}")
+        print(f"==> vendor: pip install {' '.join(how['pip'])} into {prefix / 'pypi'}")
         subprocess.run(
             [
                 sys.executable,
@@ -101,17 +129,30 @@ def _lay_out(package: str, how: dict) -> None:
                 "--quiet",
                 "--disable-pip-version-check",
                 "--prefix",
-                str(wheels),
+                str(layout / "pypi"),
                 *how["pip"],
             ],
             check=True,
         )
-        _link_wheels(component, wheels, links)
+        _link_wheels(component, layout / "pypi", prefix / "pypi", links)
     _link_into(component, links)
     (component / "env").mkdir(exist_ok=True)
     (component / "env" / "vars.sh").write_text(vars_sh(package, how))
-    stamp.write_text(recipe)
-    print(f"==> vendor: {package}@{how['version']} laid out in {component}")
+
+
+def _switch(prefix: Path, layout: Path) -> None:
+    """`prefix` becomes a link to `layout` in one rename; the layouts it
+    named before are removed (a tree laid out before layouts were switched
+    is a folder: moved aside first, for the instant of the rename)."""
+    new_link = prefix.with_name(f".{prefix.name}.new")
+    files.remove(new_link)
+    new_link.symlink_to(layout.name)
+    if prefix.exists() and not prefix.is_symlink():
+        prefix.rename(prefix.with_name(f".{prefix.name}@folder"))
+    os.replace(new_link, prefix)
+    for old in prefix.parent.glob(f".{prefix.name}@*"):
+        if old != layout:
+            files.remove(old)
 
 
 def environment(package: str) -> Dict[str, list]:
@@ -164,7 +205,7 @@ def install_all(scope_dir: Path, used: set) -> None:
         _undeclare(config["packages"], package)
     for package in wanted:
         _declare(config["packages"], package)
-    packages_yaml.write_text(yaml.safe_dump(config, sort_keys=False))
+    files.write_text(packages_yaml, yaml.safe_dump(config, sort_keys=False))  # read by concurrent jobs
 
 
 def _undeclare(packages: dict, package: str) -> None:

@@ -1,9 +1,12 @@
 """Files and folders appear whole or not at all (onestack/files.py): a step
 that fails half-way leaves the previous one, and no partial, behind."""
 
+import os
+
 import pytest
 
 from onestack import files
+from onestack.spack import vendor
 
 
 def test_a_file_is_replaced_whole(tmp_path):
@@ -37,3 +40,26 @@ def test_a_partial_of_a_process_that_is_gone_is_dropped(tmp_path):
     stale.write_text("from a killed build")
     files.write_text(target, "image")
     assert not stale.exists()
+
+
+def test_a_vendor_layout_is_switched_in_whole(tmp_path, monkeypatch):
+    """A changed layout (setup/vendor.yaml) is laid out beside the live one
+    and switched in by one rename; one that fails (pip) leaves the live one
+    as it was; a folder laid out before layouts were switched is replaced."""
+    monkeypatch.setenv("ONESTACK_PREFIX", str(tmp_path))
+    how = vendor.every()["netlib-lapack"]
+    live = vendor.prefix_of("netlib-lapack")
+    live.mkdir(parents=True)
+    (live / ".installed").write_text("an older layout")
+    vendor._lay_out("netlib-lapack", how)
+    assert live.is_symlink() and (live / "env" / "vars.sh").is_file()
+    first = os.readlink(live)
+    vendor._lay_out("netlib-lapack", {**how, "set": {"NETLIB_ROOT": "."}})
+    assert os.readlink(live) != first and "NETLIB_ROOT" in (live / "env" / "vars.sh").read_text()
+    assert sorted(p.name for p in live.parent.iterdir()) == sorted([live.name, os.readlink(live)])
+    switched = os.readlink(live)
+    with pytest.raises(vendor.VendorError, match="setup/vendor.yaml: netlib-lapack: pip: .* is as it was"):
+        vendor._lay_out("netlib-lapack", {**how, "pip": ["--no-index", "no-such-wheel==1"]})
+    assert os.readlink(live) == switched and sorted(p.name for p in live.parent.iterdir()) == sorted(
+        [live.name, switched]
+    )

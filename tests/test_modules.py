@@ -50,6 +50,22 @@ def test_module_load_app_gives_its_default_flavor(init_script, published_flavors
     assert f"{app}/{name}/{version}" in (proc.stdout + proc.stderr).split(), proc.stdout + proc.stderr
 
 
+@pytest.mark.parametrize("app", sorted({f.app.module for f in run_flavors()}))
+def test_a_flavor_name_that_does_not_exist_is_an_error_not_the_default(init_script, published_flavors, app):
+    """Lmod 8.6 resolved `module load <app>/<typo>` to the default flavor,
+    silently; a job script with a typo must fail, naming what it asked for."""
+    flavor = next(m for m in published_flavors if m.startswith(f"{app}/"))
+    for asked in (f"{app}/no-such-flavor", flavor[:-1]):  # and a flavor's name a letter short
+        proc = lmod.clean_shell(init_script, f"module load {asked}\nmodule -t list 2>&1")
+        said = " ".join(proc.stderr.split())  # Lmod wraps its messages
+        assert proc.returncode != 0 and f"module {asked} does not exist" in said, (
+            asked,
+            proc.stdout,
+            proc.stderr,
+        )
+        assert f"{app}/" not in proc.stdout, (asked, proc.stdout)
+
+
 def test_every_flavor_loads_by_its_version_and_spider_lists_them(init_script, published_flavors):
     """Modules are <app>/<flavor>/<version> (Lmod's N/V/V): the version is one
     more name away, <app>/<flavor> loads the default one, spider lists them."""

@@ -117,6 +117,7 @@ def cmd_images(args) -> None:
     spack.concretize()
     for image in images.build_all(_selected(args)):
         print(f"==> images: {image}")
+    print(f"==> images: the site's public key, for desktop users: {push.public_key()}")
 
 
 def cmd_push_images(args) -> None:

@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# Installs the Debian packages of setup/apt-packages.txt, idempotently.
+# Installs the Debian packages of setup/apt-packages.txt (or those named), idempotently.
 # It only edits the apt entries this machine already has: deb-src is added to
 # their Types (for `make mirror`) and non-free to their Components (MKL);
 # the project never writes a package host of its own.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-mapfile -t wanted < <(sed -e 's/#.*//' -e '/^\s*$/d' "$here/apt-packages.txt")
+# The packages: the arguments (setup/venv.sh's python3-venv, before the fast
+# tier), else every one of setup/apt-packages.txt.
+if [ $# -gt 0 ]; then
+  wanted=("$@")
+else
+  mapfile -t wanted < <(sed -e 's/#.*//' -e '/^\s*$/d' "$here/apt-packages.txt")
+fi
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 

@@ -37,25 +37,37 @@ def _classes(tree) -> set:
 EXTERNAL = set(data.load(REPO / "setup" / "externals.yaml", "externals")["libraries"])
 
 
-@pytest.mark.parametrize("recipe", [r for r in SITE_PACKAGES if r not in EXTERNAL])
+def _site_recipe(recipe: str):
+    return ast.parse(
+        (
+            REPO / "packages" / "spack_repo" / "onestack" / "packages" / recipe.replace("-", "_") / "package.py"
+        ).read_text()
+    )
+
+
+def _builtin_modules(site) -> list:
+    """The builtin recipes' modules a site recipe imports from."""
+    return [
+        n.module
+        for n in site.body
+        if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("spack_repo.builtin.packages.")
+    ]
+
+
+# The site recipes that extend a builtin one (the others have no builders to lose).
+EXTENDING = [r for r in SITE_PACKAGES if r not in EXTERNAL and _builtin_modules(_site_recipe(r))]
+
+
+@pytest.mark.parametrize("recipe", EXTENDING)
 def test_a_site_recipe_that_extends_a_builtin_one_keeps_its_builders(recipe):
     """Spack takes a package's builder (CMakeBuilder, GenericBuilder, with
     the builtin recipe's cmake_args or install) from the package's own
     module: a site recipe that subclasses a builtin package without importing
     its builders builds it as a bare CMake project (GROMACS once did: no MPI,
     no GMX_SIMD, the build host's SIMD instead)."""
-    site = ast.parse(
-        (
-            REPO / "packages" / "spack_repo" / "onestack" / "packages" / recipe.replace("-", "_") / "package.py"
-        ).read_text()
-    )
-    builtin = [
-        n.module
-        for n in site.body
-        if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("spack_repo.builtin.packages.")
-    ]
+    site = _site_recipe(recipe)
     imported = {a.asname or a.name for n in site.body if isinstance(n, ast.ImportFrom) for a in n.names}
-    for module in builtin:
+    for module in _builtin_modules(site):
         source = paths.spack_packages() / "repos" / Path(*module.split(".")).with_suffix(".py")
         builders = {c for c in _classes(ast.parse(source.read_text())) if c.endswith("Builder")}
         missing = {b for b in builders if b not in imported and b not in _classes(site)}

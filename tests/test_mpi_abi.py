@@ -156,7 +156,7 @@ def test_every_flavor_links_the_mpi_it_names(init_script, published_flavors):
         proc = lmod.clean_shell(
             init_script, f'module load {module}\necho "$ONESTACK_MPI_ABI"\ncommand -v {programs[module]}'
         )
-        assert proc.returncode == 0, proc.stderr
+        assert proc.returncode == 0, f"{module}: no {programs[module]} after loading it: {proc.stderr}"
         abi, entry = proc.stdout.split("\n")[:2]
         # The entry point is the flavor's own (Debian's lmp and pw.x are the report's baselines).
         assert entry.startswith(str(publish.releases_dir())), f"{module}: {programs[module]} is {entry}"

@@ -310,16 +310,3 @@ def test_a_native_twin_dies_where_its_fat_flavor_runs(twin_name, twin_roots, tmp
             assert died.sigill, f"{twin_name} on {g['qemu']}: exit {died.exit}, not SIGILL"
         else:
             assert died.sigill or passed, f"{twin_name} on {g['qemu']}: exit {died.exit}"
-
-
-def test_intel_and_nvhpc_flavors_ask_their_compiler_for_every_path():
-    """Built only where those compilers exist: what Spack is asked for is
-    Intel's -ax dispatch over every generation (never -fast), and for NVHPC,
-    whose -tp takes one target, the baseline generation's."""
-    cells = {f.compiler: f.spack_spec for f in stack.load().flavors if f.compiler in ("intel", "nvhpc")}
-    ax = cpus.intel_ax_flag(GENERATIONS)
-    assert ax == "-axCORE-AVX512,CORE-AVX2,AVX,SSE4.2"
-    for flags in ("cflags", "cxxflags", "fflags"):
-        assert f'{flags}="-O3 -ip {ax}"' in cells["intel"], cells["intel"]
-        assert f'{flags}="-O3 -tp={GENERATIONS[0]["nvhpc_tp"]}"' in cells["nvhpc"], cells["nvhpc"]
-    assert "-fast" not in cells["intel"]

@@ -18,7 +18,7 @@ from onestack import host, paths, render, spack, stack
 from onestack.modules import publish
 from onestack.problems import How, Problem, runner
 from onestack.spack import environment, scope, vendor
-from onestack.stack import site
+from onestack.stack import cpus, site
 from onestack.stack.flavors import Preload, Setting
 
 HOSTILE = [
@@ -31,6 +31,20 @@ HOSTILE = [
     "tab\tand\rreturn",
     "ünïcödé ✓",
 ]
+
+
+def test_intel_and_nvhpc_flavors_ask_their_compiler_for_every_path():
+    """Built only where those compilers exist: what Spack is asked for is
+    Intel's -ax dispatch over every generation (never -fast), and for NVHPC,
+    whose -tp takes one target, the baseline generation's."""
+    generations = cpus.generations()
+    cells = {f.compiler: f.spack_spec for f in stack.load().flavors if f.compiler in ("intel", "nvhpc")}
+    ax = cpus.intel_ax_flag(generations)
+    assert ax == "-axCORE-AVX512,CORE-AVX2,AVX,SSE4.2"
+    for flags in ("cflags", "cxxflags", "fflags"):
+        assert f'{flags}="-O3 -ip {ax}"' in cells["intel"], cells["intel"]
+        assert f'{flags}="-O3 -tp={generations[0]["nvhpc_tp"]}"' in cells["nvhpc"], cells["nvhpc"]
+    assert "-fast" not in cells["intel"]
 
 
 def test_flavor_specs_name_every_choice():

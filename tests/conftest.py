@@ -11,6 +11,7 @@ import pytest
 from onestack import paths, problems, stack
 from onestack.modules import dispatch, publish
 from onestack.stack import site
+from tests.fast import dispatch_tree as tree
 
 REPO = paths.REPO
 # Spack reads the install tree from spack.yaml's $ONESTACK_PREFIX: the site's, unless set.
@@ -31,6 +32,12 @@ def run_flavors(app: str = None) -> list:
     app's ci_build), from the data: tests parametrized by them pass or fail
     by the flavor's name, and one flavor's failure hides no other's."""
     return [f for f in stack.load().select(ci=stack.ci_lists()) if f.published and app in (None, f.app.module)]
+
+
+def built_levels(release: Path, flavor) -> dict:
+    """The flavor's builds by level ({level: bin folder}), from its published levels.conf."""
+    table = (dispatch.bin_dir(release, flavor).parent / "levels.conf").read_text()
+    return dict(line.split(None, 1) for line in tree.records(table))
 
 
 def flavor_how(module: str, release: Path, **how) -> problems.How:

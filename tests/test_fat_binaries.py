@@ -22,10 +22,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import require_published, run_flavors
+from conftest import built_levels, require_published, run_flavors
 
 from onestack import host, problems, spack, stack
-from onestack.modules import dispatch, lmod
+from onestack.modules import lmod
 from onestack.stack import cover, cpus
 from tests.fast import dispatch_tree as tree
 
@@ -91,12 +91,6 @@ def widest_instructions(program: Path, cpu_checked: tuple = ()) -> str:
     )
     listing = _without(listing, cpu_checked) if cpu_checked else listing
     return "AVX-512" if AVX512_OPERAND.search(listing) else "AVX2" if VEX_MNEMONIC.search(listing) else "SSE"
-
-
-def built_levels(release: Path, flavor) -> dict:
-    """The flavor's builds by level, from its published levels.conf."""
-    table = (dispatch.bin_dir(release, flavor).parent / "levels.conf").read_text()
-    return dict(line.split(None, 1) for line in tree.records(table))
 
 
 def best_level(builds: dict, generation: dict) -> str:
@@ -277,16 +271,15 @@ def test_a_native_twin_dies_where_its_fat_flavor_runs(twin_name, twin_roots, tmp
     as AVX-512), never a wrong answer."""
     host_level = host.level()
     twin = stack.load().flavor(twin_name)
-    fat = next(
-        f.module_name for f in stack.load().flavors if f.app == twin.app and f.name == twin.name[: -len("-native")]
-    )
+    fat = twin.twin_of
     if fat not in {f.module_name for f in run_flavors()}:
         pytest.skip(f"{twin_name}: its flavor {fat} is not in this run's build lists")
-    assert fat in published_flavors, f"{fat} is not published"
+    require_published(fat, published_flavors)
     root = twin_roots[twin.spack_spec]
     if not root or not root["installed"]:
-        assert twin.app.module != "hpl", f"{twin_name} is not built: it is in ci_build (`make test` builds it)"
-        pytest.skip(f"{twin_name}: not built on this machine (not in ci_build; `make stack` builds it)")
+        in_lists = {f.module_name for f in stack.load().select(ci=stack.ci_lists())}
+        assert twin_name not in in_lists, f"{twin_name}: in this run's build lists, not installed: its build failed"
+        pytest.skip(f"{twin_name}: not built on this machine (not in this run's build lists; `make stack` builds it)")
     problem = problems.emulation_problem(twin.app.module)
     for g in GENERATIONS:
         ran = problems.execute(

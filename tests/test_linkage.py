@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import run_flavors
+from conftest import require_published, run_flavors
 
 from onestack import spack, stack
 
@@ -44,11 +44,11 @@ def roots() -> dict:
 
 
 @pytest.mark.parametrize("module", [f.module_name for f in run_flavors()])
-def test_a_flavor_loads_no_other_math_family(module, roots):
+def test_a_flavor_loads_no_other_math_family(module, roots, published_flavors):
+    require_published(module, published_flavors)
     flavor = stack.load().flavor(module)
     root = roots.get(flavor.spack_spec)
-    if not (root and root["installed"]):
-        pytest.skip(f"{module}: not built here (`make stack FLAVORS={module}` builds it)")
+    assert root and root["installed"], f"{module} is published, but Spack has no install of {flavor.spack_spec}"
     program = Path(root["prefix"]) / "bin" / flavor.app.program
     loaded = _loaded(program)
     others = {name: _of(name, loaded) for name in FAMILY_PATHS if name != flavor.math}

@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import require_published, run_flavors
 
 from onestack import problems, spack, stack
 from onestack.modules import lmod
@@ -39,17 +40,23 @@ def _mkl_path(module: str, workdir: Path, init: Path, unset: tuple = ()) -> str:
     return found.group(1)
 
 
-def test_an_mkl_flavor_runs_mkls_path_for_the_cpus_instruction_sets(tmp_path, init_script, published_flavors):
-    mkl = [m for m in published_flavors if stack.load().flavor(m).math == "mkl"]
-    if not mkl:
-        pytest.skip("no MKL flavor is published here")
-    module = mkl[0]
-    env = lmod.clean_shell(init_script, f"module load {module}\necho $LD_PRELOAD").stdout
+@pytest.fixture(scope="module")
+def mkl(published_flavors) -> str:
+    """The first MKL flavor of this run's build lists."""
+    found = [f.module_name for f in run_flavors() if f.math == "mkl"]
+    if not found:
+        pytest.skip("no MKL flavor is in this run's build lists (`make stack` builds them)")
+    require_published(found[0], published_flavors)
+    return found[0]
+
+
+def test_an_mkl_flavor_runs_mkls_path_for_the_cpus_instruction_sets(mkl, tmp_path, init_script):
+    env = lmod.clean_shell(init_script, f"module load {mkl}\necho $LD_PRELOAD").stdout
     assert "libonestack-mkl-cpu-path.so" in env, env
     cpu = _cpu()
-    with_library = _mkl_path(module, tmp_path / "with", init_script)
-    without = _mkl_path(module, tmp_path / "without", init_script, unset=("LD_PRELOAD",))
-    print(f"{module} on a {cpu['vendor']} CPU: with the library: {with_library}; without: {without}")
+    with_library = _mkl_path(mkl, tmp_path / "with", init_script)
+    without = _mkl_path(mkl, tmp_path / "without", init_script, unset=("LD_PRELOAD",))
+    print(f"{mkl} on a {cpu['vendor']} CPU: with the library: {with_library}; without: {without}")
     if cpu["avx2"]:
         assert "Advanced Vector Extensions" in with_library, with_library
     if cpu["vendor"] != "GenuineIntel":
@@ -76,15 +83,11 @@ def _mkl_rt(module: str) -> Path:
     return Path(os.path.realpath(core)).with_name("libmkl_rt.so")
 
 
-def test_an_mkl_flavor_knows_the_cpus_data_caches(init_script, published_flavors):
-    mkl = [m for m in published_flavors if stack.load().flavor(m).math == "mkl"]
-    if not mkl:
-        pytest.skip("no MKL flavor is published here")
-    module = mkl[0]
+def test_an_mkl_flavor_knows_the_cpus_data_caches(mkl, init_script):
     l1 = int(subprocess.run(["getconf", "LEVEL1_DCACHE_SIZE"], text=True, capture_output=True, check=True).stdout)
-    probe = f"MKL_THREADING_LAYER=SEQUENTIAL python3 -c {shlex.quote(CACHE_PROBE)} {shlex.quote(str(_mkl_rt(module)))}"
-    ran = lmod.clean_shell(init_script, f"module load {module}\n{probe}\nunset LD_PRELOAD\n{probe}")
+    probe = f"MKL_THREADING_LAYER=SEQUENTIAL python3 -c {shlex.quote(CACHE_PROBE)} {shlex.quote(str(_mkl_rt(mkl)))}"
+    ran = lmod.clean_shell(init_script, f"module load {mkl}\n{probe}\nunset LD_PRELOAD\n{probe}")
     assert ran.returncode == 0, ran.stderr
     with_library, without = (int(v) for v in ran.stdout.split())
-    print(f"{module}: MKL's first data cache {with_library} bytes with the library, {without} without; the CPU's {l1}")
-    assert with_library == l1, f"{module}: MKL holds the first data cache is {with_library} bytes, the CPU's is {l1}"
+    print(f"{mkl}: MKL's first data cache {with_library} bytes with the library, {without} without; the CPU's {l1}")
+    assert with_library == l1, f"{mkl}: MKL holds the first data cache is {with_library} bytes, the CPU's is {l1}"

@@ -11,10 +11,18 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import abi_runtimes, published_of, require_published, run_flavors, runtime_published, served_by
+from conftest import (
+    abi_runtimes,
+    built_levels,
+    published_of,
+    require_published,
+    run_flavors,
+    runtime_published,
+    served_by,
+)
 
 from onestack import paths, problems, stack
-from onestack.modules import lmod, publish
+from onestack.modules import dispatch, lmod, publish
 from tests.fast import dispatch_tree as tree
 
 PROGRAMS = Path(__file__).parent / "programs"
@@ -49,19 +57,11 @@ SWAP_CASES = (("qe", "pw_scf-ncpp"), ("hpl", "hpl"))
 def test_problem_passes_on_intel_mpi_runtime(mpi, init_script, published_flavors, tmp_path):
     """The seed's promise: a build with another member of the family (MVAPICH2,
     for InfiniBand clusters) runs on a desktop with Intel MPI's runtime."""
-    flavors = stack.load().flavors
-    found = next(
-        (
-            (f.module_name, app, case)
-            for app, case in SWAP_CASES
-            for f in flavors
-            if f.app.module == app and f.mpi == mpi and f.module_name in published_flavors
-        ),
-        None,
-    )
-    if found is None:
-        pytest.skip(f"no qe or hpl flavor built with {mpi} is published here (`make stack` builds them)")
-    module, app, case = found
+    found = [(f.module_name, app, case) for app, case in SWAP_CASES for f in run_flavors(app) if f.mpi == mpi]
+    if not found:
+        pytest.skip(f"no qe or hpl flavor built with {mpi} is in this run's build lists (`make stack` builds them)")
+    module, app, case = found[0]
+    require_published(module, published_flavors)
     # I_MPI_DEBUG makes Intel MPI name itself at start-up: proof of which MPI
     # ran (an RPATH to the build's own MPI would keep it, silently).
     checks = problems.run(
@@ -146,40 +146,31 @@ FAMILY_LIBRARIES = {
 }
 
 
-def test_every_flavor_links_the_mpi_it_names(init_script, published_flavors):
-    """Each flavor's program, in every level build its entry point may run,
+@pytest.mark.parametrize("module", [f.module_name for f in run_flavors()])
+def test_a_flavor_links_the_mpi_it_names(module, init_script, live_release, published_flavors):
+    """The flavor's program, in every level build its entry point may run,
     links its own MPI: LAMMPS's CMake once took the first mpicxx on PATH,
     MPICH's, for lmp/openblas-openmpi, whose mpirun (Open MPI's) then
     started N one-rank jobs."""
-    programs = {f.module_name: f.app.program for f in stack.load().flavors}
-    for module in published_flavors:
-        proc = lmod.clean_shell(
-            init_script, f'module load {module}\necho "$ONESTACK_MPI_ABI"\ncommand -v {programs[module]}'
+    require_published(module, published_flavors)
+    flavor = stack.load().flavor(module)
+    program = flavor.app.program
+    proc = lmod.clean_shell(init_script, f'module load {module}\necho "$ONESTACK_MPI_ABI"\ncommand -v {program}')
+    assert proc.returncode == 0, f"{module}: no {program} after loading it: {proc.stderr}"
+    abi, entry = proc.stdout.split("\n")[:2]
+    # The entry point is the flavor's own (Debian's lmp and pw.x are the report's baselines).
+    assert Path(entry) == dispatch.bin_dir(live_release, flavor) / program, f"{module}: {program} is {entry}"
+    for build in built_levels(live_release, flavor).values():
+        built = Path(build) / program
+        assert built.parent.is_relative_to(paths.prefix()), f"{module}: a build outside the stack: {build}"
+        linked = _mpi_libraries(subprocess.run(["ldd", str(built)], text=True, capture_output=True).stdout)
+        assert linked and set(linked) <= set(FAMILY_LIBRARIES[abi]), (
+            f"{module} ({abi} ABI): {built} links {sorted(linked) or 'no MPI library'}"
         )
-        assert proc.returncode == 0, f"{module}: no {programs[module]} after loading it: {proc.stderr}"
-        abi, entry = proc.stdout.split("\n")[:2]
-        # The entry point is the flavor's own (Debian's lmp and pw.x are the report's baselines).
-        assert entry.startswith(str(publish.releases_dir())), f"{module}: {programs[module]} is {entry}"
-        for build in _level_builds(Path(entry).parent.parent / "levels.conf"):
-            program = build / programs[module]
-            assert program.parent.is_relative_to(paths.prefix()), f"{module}: a build outside the stack: {build}"
-            linked = _mpi_libraries(subprocess.run(["ldd", str(program)], text=True, capture_output=True).stdout)
-            assert linked and set(linked) <= set(FAMILY_LIBRARIES[abi]), (
-                f"{module} ({abi} ABI): {program} links {sorted(linked) or 'no MPI library'}"
-            )
-            # One MPI in the process: Debian's MPICH-family ScaLAPACK once loaded
-            # MPICH's libmpich.so.12 beside Intel MPI's or MVAPICH2's libmpi.so.12.
-            files = {Path(target).resolve() for target in linked.values()}
-            assert len(files) == 1, f"{module}: {program} loads more than one MPI: {linked}"
-
-
-def _level_builds(table: Path) -> list:
-    """The bin folders of a dispatch table (levels.conf)."""
-    return [
-        Path(line.split(" ", 1)[1])
-        for line in table.read_text().splitlines()
-        if line.strip() and not line.startswith("#")
-    ]
+        # One MPI in the process: Debian's MPICH-family ScaLAPACK once loaded
+        # MPICH's libmpich.so.12 beside Intel MPI's or MVAPICH2's libmpi.so.12.
+        files = {Path(target).resolve() for target in linked.values()}
+        assert len(files) == 1, f"{module}: {built} loads more than one MPI: {linked}"
 
 
 def _mpi_libraries(ldd: str) -> dict:
@@ -189,38 +180,41 @@ def _mpi_libraries(ldd: str) -> dict:
     return {fields[0]: fields[2] for fields in found if fields[0] in names and len(fields) > 2}
 
 
+@pytest.mark.parametrize("runtime", ["own", *(r.name for r in abi_runtimes("mpi5"))])
 @pytest.mark.parametrize("module", [f.module_name for f in run_flavors() if f.mpi_abi == "mpi5"])
-def test_one_standard_abi_executable_runs_on_every_mpi_that_serves_it(module, init_script, live_release, tmp_path):
-    """The same file (one sha256), which needs libmpi_abi.so.1 and no other
-    MPI library, passes its problem on its own MPI (MPICH 5) and on every
-    runtime of the standard ABI built here (Intel MPI, Open MPI 6); the
-    loader says which MPI's library served each run."""
+def test_one_standard_abi_executable_runs_on_every_mpi_that_serves_it(
+    module, runtime, init_script, live_release, tmp_path
+):
+    """The same file, which needs libmpi_abi.so.1 and no other MPI library,
+    passes its problem on its own MPI (MPICH 5) and on every runtime of the
+    standard ABI built here (Intel MPI, Open MPI 6): the flavor's build for
+    this CPU, whichever MPI serves it; the loader says which MPI's library
+    served each run."""
     require_published(module, publish.release_manifest(live_release)["flavors"])
     flavor = stack.load().flavor(module)
-    problem = problems.across_nodes_problem(flavor.app.module)
-    served = {}
-    for runtime in (None, *abi_runtimes("mpi5")):
-        not_here = runtime and runtime_published(runtime, live_release)
-        if not_here:
-            print(f"{module}: not run on {not_here}")
-            continue
-        name = runtime.module_name if runtime else f"its own MPI ({flavor.mpi})"
-        outcome = problems.execute(
-            problem,
-            problems.How(
-                modules=(module, *([runtime.module_name] if runtime else [])),
-                env=(("ONESTACK_CPU_VERBOSE", "1"), ("LD_DEBUG", "libs")),
-            ),
-            tmp_path / (runtime.name if runtime else "own"),
-            init_script,
-        )
-        checks = outcome.checks()
-        assert outcome.exit == 0 and all(c.passed for c in checks), (name, outcome.printed[-3000:])
-        program = Path(tree.VERBOSE_LINE.search(outcome.printed).group(3))
-        served[name] = (program, hashlib.sha256(program.read_bytes()).hexdigest(), served_by(outcome.printed))
-        print(f"{module} on {name}: {program} sha256 {served[name][1][:16]}, libmpi_abi.so.1 from {served[name][2]}")
-        package = (runtime.spec if runtime else stack.load().components["mpis"][flavor.mpi]["spec"]).split("@")[0]
-        assert served[name][2] and all(f"/{package}" in lib for lib in served[name][2]), (name, served[name][2])
-    assert len({(program, digest) for program, digest, _ in served.values()}) == 1, served
+    served = next((r for r in abi_runtimes("mpi5") if r.name == runtime), None)
+    not_here = served and runtime_published(served, live_release)
+    if not_here:
+        pytest.skip(f"{module}: not run here: {not_here}")
+    name = served.module_name if served else f"its own MPI ({flavor.mpi})"
+    outcome = problems.execute(
+        problems.across_nodes_problem(flavor.app.module),
+        problems.How(
+            modules=(module, *([served.module_name] if served else [])),
+            env=(("ONESTACK_CPU_VERBOSE", "1"), ("LD_DEBUG", "libs")),
+        ),
+        tmp_path,
+        init_script,
+    )
+    checks = outcome.checks()
+    assert outcome.exit == 0 and all(c.passed for c in checks), (name, outcome.printed[-3000:])
+    _, level, chosen = tree.VERBOSE_LINE.search(outcome.printed).groups()
+    program = Path(chosen)
+    assert program.parent == Path(built_levels(live_release, flavor)[level]), f"{module} on {name} ran {program}"
+    libraries = served_by(outcome.printed)
+    digest = hashlib.sha256(program.read_bytes()).hexdigest()
+    print(f"{module} on {name}: {program} sha256 {digest[:16]}, libmpi_abi.so.1 from {libraries}")
+    package = (served.spec if served else stack.load().components["mpis"][flavor.mpi]["spec"]).split("@")[0]
+    assert libraries and all(f"/{package}" in lib for lib in libraries), f"{module} on {name}: {libraries}"
     linked = _mpi_libraries(subprocess.run(["ldd", str(program)], text=True, capture_output=True).stdout)
     assert set(linked) == {"libmpi_abi.so.1"}, f"{program} links {linked}"

@@ -60,15 +60,6 @@ def project(tmp_path_factory) -> Path:
     return copy
 
 
-def test_pipeline_file_is_valid_and_a_broken_one_is_not(tmp_path):
-    ci.validate(ci.PIPELINE_FILE)
-    broken = yaml.safe_load(ci.PIPELINE_FILE.read_text())
-    broken["build"]["trigger"]["strategy"] = "wait-for-it"
-    (tmp_path / "broken.yml").write_text(yaml.safe_dump(broken))
-    with pytest.raises(ci.CiError, match="strategy"):
-        ci.validate(tmp_path / "broken.yml")
-
-
 def test_fast_audit_and_concretize_stages_pass(project):
     # A schedule's pipeline (every spec gets a build job, so one can be run
     # below) for the flavor the jobs below build and test: FLAVORS, as a site

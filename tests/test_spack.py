@@ -58,6 +58,12 @@ def _builtin_modules(site) -> list:
 EXTENDING = [r for r in SITE_PACKAGES if r not in EXTERNAL and _builtin_modules(_site_recipe(r))]
 
 
+def test_site_recipes_extend_builtin_ones():
+    """The builders test below checks some recipe: one that imports from
+    spack_repo.builtin.packages.*."""
+    assert EXTENDING, "no site recipe imports from spack_repo.builtin.packages.*: the builders test checks none"
+
+
 @pytest.mark.parametrize("recipe", EXTENDING)
 def test_a_site_recipe_that_extends_a_builtin_one_keeps_its_builders(recipe):
     """Spack takes a package's builder (CMakeBuilder, GenericBuilder, with

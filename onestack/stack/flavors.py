@@ -18,7 +18,6 @@ from onestack.stack import cpus
 from onestack.stack.site import Site
 
 COMPONENTS_FILE = "components.yaml"
-MATH_INTERFACES = ("blas", "lapack", "scalapack", "fftw-api")
 InputError = data.InputError
 NATIVE_SUFFIX = "-native"  # a native twin's name is its flavor's and this
 

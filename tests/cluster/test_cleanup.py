@@ -14,6 +14,7 @@ import pytest
 from onestack import cluster
 from onestack.cluster import state
 from onestack.paths import REPO
+from tests.cluster.waiting import wait_until
 
 HOLDER = Path(__file__).with_name("holds_a_cluster.py")
 
@@ -23,13 +24,6 @@ def cluster_file(folder: Path, prefix: str, subnet: str) -> Path:
     file = folder / "cluster.yaml"
     file.write_text(f"prefix: {prefix}\nsubnet: {subnet}\nnodes: 2\n")
     return file
-
-
-def wait_until(condition, bound: float, what: str) -> None:
-    deadline = time.monotonic() + bound
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not within {bound} s"
-        time.sleep(0.02)
 
 
 def down_with_the_cli(file: Path) -> float:
@@ -75,7 +69,7 @@ def test_down_after_up_was_killed_half_way(own_cluster):
     )
     # Half-way: the network made, munged and slurmctld started, the slurmds starting.
     half_way = ("daemon", f"slurmd {config.nodes[0].name}")
-    wait_until(lambda: half_way in state.made(config.workdir) or up.poll() is not None, 60, "up half-way")
+    wait_until(lambda: half_way in state.made(config.workdir) or up.poll() is not None, 60, "up half-way", poll=0.02)
     assert up.poll() is None, "up ended before it could be killed half-way"
     up.send_signal(signal.SIGKILL)
     up.wait(timeout=30)
@@ -105,7 +99,7 @@ def test_down_after_a_test_was_killed_with_its_job_running(own_cluster):
             if node.name in cluster.network.namespaces(config.prefix)
         )
 
-    wait_until(lambda: job_running() or holder.poll() is not None, 90, "the held job running")
+    wait_until(lambda: job_running() or holder.poll() is not None, 90, "the held job running", poll=0.02)
     assert holder.poll() is None, "the holding pytest ended by itself"
     holder.send_signal(signal.SIGKILL)
     holder.wait(timeout=30)

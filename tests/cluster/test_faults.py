@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from onestack.cluster import mpis, pingpong, slurm
+from tests.cluster.waiting import wait_until
 
 MPICH = next(mpi for mpi in mpis.DEBIAN_MPIS if mpi.name == "mpich")
 # A ping-pong that would run for days: the fault always strikes mid-job.
@@ -25,16 +26,6 @@ JOB_END_BOUND = 60
 NODE_DOWN_BOUND = 60
 RANKS_GONE_BOUND = 20
 REJOIN_BOUND = 60
-
-
-def wait_until(condition, bound: float, what) -> float:
-    """Seconds until condition() holds; fails the test past `bound`, saying
-    `what` (or what() returns: the state at that moment)."""
-    start = time.monotonic()
-    while not condition():
-        assert time.monotonic() - start < bound, f"{what() if callable(what) else what}: not within {bound} s"
-        time.sleep(0.5)
-    return time.monotonic() - start
 
 
 def processes_left(cluster, node: str):

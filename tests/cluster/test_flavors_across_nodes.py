@@ -144,16 +144,6 @@ def test_every_application_and_mpi_runs_across_two_nodes(
     _run(virtual_cluster, problem, _how(module, launcher, live_release), tmp_path, init_script)
 
 
-def test_every_flavor_left_out_across_nodes_is_covered():
-    """Each flavor that does not run across the nodes has its application
-    and MPI run there by one that does, named here."""
-    ran = HYBRID + ACROSS + STANDARD_ABI
-    for flavor in (f for f in run_flavors() if f.module_name not in ran):
-        by = {trait: next((m for m in ran if trait in _traits(m)), None) for trait in _traits(flavor.module_name)}
-        assert all(by.values()), f"{flavor.module_name}: not run across the nodes, and nothing covers {by}"
-        print(f"{flavor.module_name}: not run across the nodes; " + ", ".join(f"{t[1]} by {m}" for t, m in by.items()))
-
-
 def _how(module: str, launcher: str, release) -> problems.How:
     """The flavor's run across the nodes, whose CPU is this host's."""
     return flavor_how(module, release, env=UNBOUND, launcher=LAUNCHERS[launcher], report_hosts=True)
@@ -163,16 +153,7 @@ def _how(module: str, launcher: str, release) -> problems.How:
 def test_the_abi_swap_across_two_nodes(mpi, virtual_cluster, init_script, published_flavors, tmp_path):
     """A flavor built with MPICH or MVAPICH2 runs across the nodes on Intel
     MPI's runtime (its mpiexec.hydra inside the allocation)."""
-    module = next(
-        (
-            f.module_name
-            for f in stack.load().flavors
-            if f.mpi == mpi and f.module_name in published_flavors and f.app.module == "hpl"
-        ),
-        None,
-    )
-    if module is None:
-        pytest.skip(f"no HPL flavor built with {mpi} is published here (`make stack` builds them)")
+    module = published_of(published_flavors, "hpl", mpi)
     how = problems.How(
         modules=(module, "mpi-runtime/impi"),
         env=(("I_MPI_DEBUG", "4"), *UNBOUND),

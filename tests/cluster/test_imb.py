@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import runtime_not_built
+from conftest import run_flavors, runtime_not_built
 
 from onestack import stack
 from onestack.cluster import imb
@@ -62,12 +62,18 @@ def _runs(results, name):
 
 def _absent(name: str) -> str:
     """Why a pairing did not run: the MPI it runs on (after its ">") is not
-    on this machine, a runtime of components.yaml or MVAPICH2."""
+    on this machine, a runtime of components.yaml or MVAPICH2, which this
+    run does not build (one it builds and lacks failed its build: an error)."""
     missing = name.split(">")[-1]
     runtime = next((r for r in stack.load().runtimes if r.name == missing), None)
     if runtime is not None:
         return f"{name}: {runtime_not_built(runtime)}"
-    return f"{name}: {missing} is not installed here: Spack builds it with the first flavor built with it"
+    built_with = [f.module_name for f in run_flavors() if f.mpi == missing]
+    assert not built_with, f"{name}: {missing} is absent, but {built_with[0]} of this run's lists is built with it"
+    return (
+        f"{name}: {missing} is not installed here: no flavor of this run's build lists is built with it "
+        "(Spack builds it with the first flavor built with it)"
+    )
 
 
 @pytest.mark.parametrize("name", NATIVE + STANDARD_ABI + [TRANSLATED])

@@ -1,11 +1,12 @@
 """Every data file of the repository against its schema, in seconds: the
-schemas themselves, the catalog that maps files to them, and the whole
-stack loaded for every site of sites/."""
+schemas themselves, the catalog that maps files to them, the pipeline file
+against GitLab's, and the whole stack loaded for every site of sites/."""
 
 import jsonschema
 import pytest
+import yaml
 
-from onestack import data, paths, problems, stack, validate
+from onestack import ci, data, paths, problems, stack, validate
 
 
 def test_every_schema_is_valid_and_titled():
@@ -28,6 +29,16 @@ def test_every_document_is_valid_and_the_stack_loads():
     checked = validate.check_all()
     print(checked)
     assert checked["flavors"] > 30 and checked["problems"] >= 8 and checked["goals"] >= 5
+
+
+def test_the_pipeline_file_is_valid_and_a_broken_one_is_not(tmp_path):
+    """.gitlab-ci.yml against GitLab's own schema (ci.validate, offline)."""
+    ci.validate(ci.PIPELINE_FILE)
+    broken = yaml.safe_load(ci.PIPELINE_FILE.read_text())
+    broken["build"]["trigger"]["strategy"] = "wait-for-it"
+    (tmp_path / "broken.yml").write_text(yaml.safe_dump(broken))
+    with pytest.raises(ci.CiError, match="strategy"):
+        ci.validate(tmp_path / "broken.yml")
 
 
 def test_defaults_come_from_the_schema():

@@ -18,7 +18,7 @@ from onestack import host, paths, render, spack, stack
 from onestack.modules import publish
 from onestack.problems import How, Problem, runner
 from onestack.spack import environment, scope, vendor
-from onestack.stack import cpus, site
+from onestack.stack import site
 from onestack.stack.flavors import Preload, Setting
 
 HOSTILE = [
@@ -33,30 +33,26 @@ HOSTILE = [
 ]
 
 
-def test_intel_and_nvhpc_flavors_ask_their_compiler_for_every_path():
-    """Built only where those compilers exist: what Spack is asked for is
-    Intel's -ax dispatch over every generation (never -fast), and for NVHPC,
-    whose -tp takes one target, the baseline generation's."""
-    generations = cpus.generations()
-    cells = {f.compiler: f.spack_spec for f in stack.load().flavors if f.compiler in ("intel", "nvhpc")}
-    ax = cpus.intel_ax_flag(generations)
-    assert ax == "-axCORE-AVX512,CORE-AVX2,AVX,SSE4.2"
+# What Spack is asked for where those compilers exist: Intel's -ax dispatch
+# over every generation of cpus.yaml (never -fast), and for NVHPC, whose -tp
+# takes one target, the baseline generation's.
+FAT_FLAGS = {"intel": "-O3 -ip -axCORE-AVX512,CORE-AVX2,AVX,SSE4.2", "nvhpc": "-O3 -tp=px"}
+
+
+@pytest.mark.parametrize("module", [f.module_name for f in stack.load().flavors if f.compiler in FAT_FLAGS])
+def test_intel_and_nvhpc_flavors_ask_their_compiler_for_every_path(module):
+    flavor = stack.load().flavor(module)
     for flags in ("cflags", "cxxflags", "fflags"):
-        assert f'{flags}="-O3 -ip {ax}"' in cells["intel"], cells["intel"]
-        assert f'{flags}="-O3 -tp={generations[0]["nvhpc_tp"]}"' in cells["nvhpc"], cells["nvhpc"]
-    assert "-fast" not in cells["intel"]
+        assert f'{flags}="{FAT_FLAGS[flavor.compiler]}"' in flavor.spack_spec, f"{module}: {flavor.spack_spec}"
+    assert "-fast" not in flavor.spack_spec, f"{module}: {flavor.spack_spec}"
 
 
 def test_flavor_specs_name_every_choice():
-    matrix = stack.load()
-    assert matrix.flavor("qe/mkl-mvapich2").spack_spec == (
+    assert stack.load().flavor("qe/mkl-mvapich2").spack_spec == (
         "quantum-espresso@6.7.0 ~openmp ~epw +scalapack hdf5=none target=x86_64_v2 %gcc@12.2.0 "
         "^[virtuals=mpi] mvapich2@2.3.7-1 process_managers=hydra fabrics=nemesis "
         "^[virtuals=blas,lapack,scalapack,fftw-api] intel-oneapi-mkl"
     )
-    intel = matrix.flavor("qe/mkl-impi-intel").spack_spec
-    assert 'fflags="-O3 -ip -axCORE-AVX512,CORE-AVX2,AVX,SSE4.2"' in intel and "-fast" not in intel
-    assert 'cflags="-O3 -tp=px"' in matrix.flavor("hpl/openblas-mpich-nvhpc").spack_spec
 
 
 def test_a_second_site_changes_no_shared_file(monkeypatch):

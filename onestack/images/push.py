@@ -17,9 +17,10 @@ import tempfile
 from pathlib import Path
 from typing import List, Optional
 
-from onestack import spack
+from onestack import spack, stack
 from onestack.images import ImageError, apptainer, keys
-from onestack.images.flavor import build_hashes, images_dir
+from onestack.images.flavor import build_hashes, images_dir, sif_path
+from onestack.modules import publish
 from onestack.spack import oci_buildcache
 from onestack.stack.flavors import Flavor
 
@@ -45,15 +46,30 @@ def _settings() -> dict:
     return {"registry": registry, "tag": tag}
 
 
+def live_images() -> List[Path]:
+    """The images of `make -s where-images` that belong to the live
+    release's flavors. Any other image there (a flavor no longer offered, or
+    no longer published) is named and left out: pushed under the release's
+    tag, it would pass for one of its flavors."""
+    release = publish.current_release()
+    live = set(publish.release_manifest(release)["flavors"])
+    images = sorted(sif_path(f) for f in stack.load().flavors if f.module_name in live and sif_path(f).is_file())
+    for other in sorted(set(images_dir().glob("*.sif")) - set(images)):
+        print(f"==> push-images: left out {other}: not the image of a flavor of the live release ({release.name})")
+    return images
+
+
 def push_all() -> List[str]:
-    """Each image of `make -s where-images`, all verified before any is
-    pushed (never an unsigned or altered one), then pushed, with the site's
-    public key written beside them for desktop users; returns the references
-    pushed."""
+    """Each image of the live release's flavors (live_images), all verified
+    before any is pushed (never an unsigned or altered one), then pushed,
+    with the site's public key written beside them for desktop users;
+    returns the references pushed."""
     settings = _settings()
-    images = sorted(images_dir().glob("*.sif"))
+    images = live_images()
     if not images:
-        raise ImageError(f"push-images: no image in {images_dir()}: run `make images` first")
+        raise ImageError(
+            f"push-images: no image of a flavor of the live release in {images_dir()}: run `make images` first"
+        )
     runner = apptainer.find(keys.signing_env())
     for image in images:
         apptainer.verify(runner, image)

@@ -1,0 +1,43 @@
+"""What `make push-images` pushes: the images of the live release's flavors,
+never another image left in the folder (a flavor no longer offered, or no
+longer published), which the release's tag would pass off as one of its."""
+
+import json
+
+import pytest
+
+from onestack import stack
+from onestack.images import flavor, push
+from onestack.modules import publish
+
+
+@pytest.fixture
+def live(tmp_path, monkeypatch):
+    """A live release of two flavors, one of them with no image yet."""
+    monkeypatch.setenv("ONESTACK_PREFIX", str(tmp_path))
+    release = publish.releases_dir() / "20261129-000000"
+    release.mkdir(parents=True)
+    (release / publish.COMPLETE_MARK).write_text(json.dumps({"flavors": ["hpl/openblas-mpich", "hpl/mkl-mpich"]}))
+    publish.current_link().symlink_to(release)
+    flavor.images_dir().mkdir(parents=True)
+    return release
+
+
+def test_only_the_live_releases_images_are_pushed(live, capsys):
+    matrix = stack.load()
+    ours = flavor.sif_path(matrix.flavor("hpl/openblas-mpich"))
+    gone = flavor.sif_path(matrix.flavor("hpl/openblas-impi"))
+    stray = flavor.images_dir() / "qe-7.4-mkl-mpich.sif"
+    for image in (ours, gone, stray):
+        image.write_text("an image")
+    assert push.live_images() == [ours]
+    said = capsys.readouterr().out
+    assert all(f"left out {image}: not the image of a flavor of the live release" in said for image in (gone, stray))
+
+
+def test_no_image_of_the_live_release_is_an_error_naming_the_fix(live, monkeypatch):
+    for name in push.VARIABLES:
+        monkeypatch.setenv(name, "registry.test/hpc" if name == "ONESTACK_REGISTRY" else "x")
+    (flavor.images_dir() / "qe-7.4-mkl-mpich.sif").write_text("an image")
+    with pytest.raises(push.ImageError, match="no image of a flavor of the live release .* run `make images` first"):
+        push.push_all()

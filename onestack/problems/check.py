@@ -78,7 +78,8 @@ def _tolerance(how, reference):
 
 def compare(checks, output, reference=""):
     """One Check per quantity, on the last value the output prints: against
-    the last in the published reference, against a value the problem states
+    the last in the published reference (times `reference_scale`, for a
+    system grown from the reference's), against a value the problem states
     (`expected`), or against the program's own acceptance bound (`at_most`);
     or the times a line that must not appear does (`absent`).
     A missing value fails; it is never skipped."""
@@ -100,7 +101,8 @@ def compare(checks, output, reference=""):
             expected = values(pattern, reference)
             if not expected:
                 raise ValueError(f"reference has no {name} (pattern {pattern!r}): fix the problem file")
-            found.append(Check(name, expected[-1], value, _tolerance(how, expected[-1])))
+            scaled = expected[-1] * how.get("reference_scale", 1)
+            found.append(Check(name, scaled, value, _tolerance(how, scaled)))
     return found
 
 

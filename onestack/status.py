@@ -36,9 +36,9 @@ def solved_here(every: List[Flavor]) -> List[Flavor]:
     pipeline's concretize job): every cell. The ci_build lists (`make
     test`): the cells the lists build (spack.lock holds them: no solve) and,
     of the others, a cover of what they add: each application's compilers,
-    MPIs, math libraries, threading and kinds of build once. A cell costs
-    about two CPU-minutes of the solver, whatever the application, and the
-    whole matrix over an hour of a fresh machine's 2 cores."""
+    MPIs, math libraries, threading and kinds of build once: each cell is a
+    solve of its own, and the whole matrix would take much of CI's budget
+    (docs/site-staff/ci.md)."""
     if not stack.ci_lists():
         return every
     built = {f.module_name for f in stack.load().select(ci=True)}
@@ -61,7 +61,7 @@ def cell_traits(flavor: Flavor) -> set:
 
 
 def concretize_cells(every: List[Flavor]) -> Dict[str, dict]:
-    """Concretize each cell on its own (two CPU-minutes a cell), cached in
+    """Concretize each cell on its own (a solve each), cached in
     $ONESTACK_CACHE cell by cell until the stack's inputs change. A second
     caller (the pipeline's `make flavors` while `make test` fills the cache
     beside the tests) waits for the first instead of solving again, then

@@ -23,6 +23,7 @@ venv:
 	@bash setup/venv.sh
 
 setup: venv
+	@$(ONESTACK) host
 	@bash setup/apt.sh
 	@bash setup/apptainer.sh
 	@bash setup/spack.sh
@@ -107,7 +108,8 @@ ci-generate: setup
 # host and compute nodes (cluster/cluster.yaml), each its own network namespace with its own
 # hostname and slurmd, on a bridge of its own (cluster/cluster.yaml,
 # cluster/README.md). `source "$$(make -s cluster-env)"` points sinfo, sbatch
-# and srun at it; `make cluster-down` leaves nothing behind.
+# and srun at it; `make cluster-down` leaves no process, namespace or
+# interface (the cluster's folder stays, with its logs, for the next `make cluster`).
 # CLUSTER_CONFIG names another cluster file (the tests' own: tests/cluster/).
 CLUSTER_CONFIG ?= cluster/cluster.yaml
 CLUSTER = . setup/env.sh && "$$ONESTACK_VENV/bin/python" -m onestack.cluster --config "$(CLUSTER_CONFIG)"

@@ -96,7 +96,7 @@ def cmd_mirror(args) -> None:
 
 def cmd_build(args) -> None:
     print(f"==> build host: {host.describe()}")
-    host.check_baseline(cpus.generations()[0], data.location(paths.environments_dir() / cpus.CPUS_FILE))
+    _check_baseline()
     _concretize(args)
     mirror.fill(require_all=args.offline, extra=_archive_sources(args))
     spack.install()
@@ -202,7 +202,14 @@ def cmd_flavors(args) -> None:
 
 
 def cmd_host(args) -> None:
+    """The first step of `make setup` and `make test`: a host below the
+    baseline stops there, before apt, Apptainer's build or Spack."""
     print(f"host: {host.describe()}")
+    _check_baseline()
+
+
+def _check_baseline() -> None:
+    host.check_baseline(cpus.generations()[0], data.location(paths.environments_dir() / cpus.CPUS_FILE))
 
 
 def cmd_where(args) -> None:
@@ -308,7 +315,12 @@ COMMANDS = [
     ("where-images", cmd_where_images, "print the folder of the SIF images", []),
     ("flavors", cmd_flavors, "print the flavor status table: concretized / built / tested, or why not", []),
     ("where", cmd_where, "print the init script of the live module tree", []),
-    ("host", cmd_host, "print this machine's CPU: model, archspec's name, x86-64 level", []),
+    (
+        "host",
+        cmd_host,
+        "print this machine's CPU: model, archspec's name, x86-64 level; fail below the site's baseline",
+        [],
+    ),
     ("rollback", cmd_rollback, "make the previous release live again", []),
     (
         "report",

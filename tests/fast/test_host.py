@@ -5,7 +5,7 @@ host below the site's baseline is refused before anything builds."""
 import pytest
 from archspec import cpu as archspec
 
-from onestack import data, host, paths
+from onestack import cli, data, host, paths
 from onestack.stack import cpus
 
 CPUS_FILE = data.location(paths.environments_dir() / cpus.CPUS_FILE)
@@ -55,3 +55,14 @@ def test_a_host_below_the_baseline_is_refused_with_the_file_and_the_fix(as_cpu):
 
 def test_this_machines_model_is_read_from_the_kernel():
     assert " family " in host.model() and "unknown model" not in host.model(), host.model()
+
+
+def test_the_first_step_of_setup_and_make_test_stops_a_host_below_the_baseline(as_cpu, capsys):
+    """`bin/onestack host` (Makefile's setup, tests/run.sh) prints the CPU,
+    then refuses it: before apt, Apptainer's build or Spack."""
+    as_cpu("core2")
+    with pytest.raises(paths.SetupError, match="below the site's baseline"):
+        cli.cmd_host(None)
+    assert "archspec core2; x86-64-v1" in capsys.readouterr().out
+    as_cpu("zen3")
+    cli.cmd_host(None)

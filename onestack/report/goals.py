@@ -3,9 +3,8 @@ figures by the function of its kind, with the figure shown and a verdict of
 met, MISSED, or why it was not measured."""
 
 import functools
-import statistics
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, NamedTuple
 
 from onestack import data, host, paths
 from onestack.report import pairs, start_cost
@@ -77,19 +76,19 @@ def flavor_over(goal: dict, app: dict, peak: dict) -> dict:
     """How many times better the best path of the stack (a flavor, one of
     its accelerated styles, or a hybrid flavor's threads) is than the yardstick's best (the reference
     build, or a baseline in any of its styles): the geometric mean over the
-    headline cases."""
-    speedups = []
-    for case in _headline(app["cases"]).values():
+    headline cases, with its interval from the rounds they ran side by side."""
+    rows = []
+    for name, case in _headline(app["cases"]).items():
         how = case["figures"].get(goal["figure"])
-        values = [
-            (r, r["figures"][goal["figure"]]["median"]) for r in case["results"] if goal["figure"] in r["figures"]
-        ]
-        best = [v for r, v in values if r["kind"] in ("flavor", "accelerated", "threaded")]
-        yardstick = [v for r, v in values if r["kind"] == goal["versus"] or r.get("baseline") == goal["versus"]]
+        ran = [r for r in case["results"] if goal["figure"] in r["figures"]]
+        best = [r for r in ran if r["kind"] in ("flavor", "accelerated", "threaded")]
+        yardstick = [r for r in ran if r["kind"] == goal["versus"] or r.get("baseline") == goal["versus"]]
         if best and yardstick and how:
-            higher = how["better"] == "higher"
-            speedups.append(max(best) / max(yardstick) if higher else min(yardstick) / min(best))
-    if not speedups:
+            ours, theirs = (_best(runs, goal["figure"], how["better"]) for runs in (best, yardstick))
+            rows.append(
+                _side(f"{ours['label']} over {theirs['label']} on {name}:", name, theirs, ours, goal["figure"], how)
+            )
+    if not rows:
         failed = [
             r["error"]
             for case in app["cases"].values()
@@ -98,8 +97,13 @@ def flavor_over(goal: dict, app: dict, peak: dict) -> dict:
         ]
         why = f"{goal['versus']} failed its check: {failed[0]}" if failed else f"{goal['versus']} was not measured"
         return {"figure": "-", "verdict": f"not measured: {why}"}
-    speedup = statistics.geometric_mean(speedups)
-    return {"figure": f"{speedup:.2f}x over {len(speedups)} case(s)", "verdict": _verdict(goal, speedup)}
+    return {"figure": _gains_shown(rows), "verdict": _judged_gain(goal, rows)}
+
+
+def _best(runs: List[dict], figure: str, better: str) -> dict:
+    """The run of the best median."""
+    pick = max if better == "higher" else min
+    return pick(runs, key=lambda r: r["figures"][figure]["median"])
 
 
 def native_gap(goal: dict, app: dict, peak: dict) -> dict:
@@ -168,39 +172,88 @@ def _level_over_baseline(level: str) -> Callable[[List[dict]], List[tuple]]:
     return matched
 
 
-def _side_by_side(goal: dict, app: dict, matched: Callable[[List[dict]], List[tuple]]) -> List[tuple]:
+class Side(NamedTuple):
+    """Two runs of a flavor side by side in the same rounds: their medians,
+    how much faster the second is (above 1, it wins), and the gain of each
+    round (a pair: the two ran one after the other, measure.measure_case)."""
+
+    flavor: str
+    case: str
+    before: float
+    after: float
+    gain: float
+    rounds: List[float]
+
+
+def _gain_of(before: float, after: float, better: str) -> float:
+    return after / before if better == "higher" else before / after
+
+
+def _round_gains(before: dict, after: dict, better: str) -> List[float]:
+    """The gain of each round both runs printed the figure in (none from a
+    results file written before rounds were kept)."""
+    pairs_ = zip(before.get("rounds", []), after.get("rounds", []))
+    return [_gain_of(b, a, better) for b, a in pairs_ if b is not None and a is not None]
+
+
+def _side_by_side(goal: dict, app: dict, matched: Callable[[List[dict]], List[tuple]]) -> List[Side]:
     """Each pair of runs of a flavor (first, second) in the same rounds, over
-    the headline cases: (flavor, case, the first run's median, the second's,
-    how much faster the second is: above 1, it wins)."""
+    the headline cases."""
     rows = []
     for name, case in _headline(app["cases"]).items():
         how = case["figures"].get(goal["figure"])
         for off, on in matched(case["results"]):
-            before, after = off["figures"].get(goal["figure"]), on["figures"].get(goal["figure"])
-            if how and before and after:
-                before, after = before["median"], after["median"]
-                gain = after / before if how["better"] == "higher" else before / after
-                rows.append((off["of"], name, before, after, gain))
+            if how and goal["figure"] in off["figures"] and goal["figure"] in on["figures"]:
+                rows.append(_side(off["of"], name, off, on, goal["figure"], how))
     return rows
+
+
+def _side(flavor: str, case: str, off: dict, on: dict, figure: str, how: dict) -> Side:
+    """Run `on` against run `off` of the same rounds, on one figure."""
+    before, after = off["figures"][figure], on["figures"][figure]
+    gain = _gain_of(before["median"], after["median"], how["better"])
+    return Side(flavor, case, before["median"], after["median"], gain, _round_gains(before, after, how["better"]))
 
 
 def _gain(goal: dict, app: dict, kind: str, missing: str) -> dict:
     """A flavor's figure against its second run of `kind`: the geometric
-    mean of the gains over the flavors and headline cases."""
+    mean of the gains of every round over the flavors and headline cases,
+    with its interval, judged as _judged_gain says."""
     rows = _side_by_side(goal, app, _second_runs(kind))
     if not rows:
         return {"figure": "-", "verdict": f"not measured: {missing}"}
-    return {"figure": _gains_shown(rows), "verdict": _verdict(goal, _mean_gain(rows))}
+    return {"figure": _gains_shown(rows), "verdict": _judged_gain(goal, rows)}
 
 
-def _mean_gain(rows: List[tuple]) -> float:
-    """The geometric mean of the gains of _side_by_side's rows."""
-    return statistics.geometric_mean(r[4] for r in rows)
+def _gains(rows: List[Side]) -> dict:
+    """The rounds' gains as pairs.interval reads them (ratios: gap = gain - 1);
+    each row's median gain where no round was kept."""
+    return pairs.interval([g for r in rows for g in (r.rounds or [r.gain])])
 
 
-def _gains_shown(rows: List[tuple]) -> str:
-    each = "; ".join(f"{flavor} {before:.3g} -> {after:.3g}" for flavor, _, before, after, _ in rows)
-    return f"{_mean_gain(rows):.2f}x ({each})"
+def _judged_gain(goal: dict, rows: List[Side]) -> str:
+    """Met or MISSED when the whole 95% interval of the gain is on one side
+    of the goal, else not resolved (the pairs' spread spans it); a run
+    without rounds kept is judged on its medians."""
+    found = _gains(rows)
+    if found["pairs"] < 2:
+        return _verdict(goal, 1 + found["gap"])
+    low, high = 1 + found["low"], 1 + found["high"]
+    bound = goal.get("at_least", goal.get("at_most"))
+    if _verdict(goal, low) == _verdict(goal, high):
+        return _verdict(goal, low)
+    return f"not resolved: the interval {low:.2f}x .. {high:.2f}x spans {bound}x"
+
+
+def _gains_shown(rows: List[Side]) -> str:
+    found = _gains(rows)
+    each = "; ".join(f"{r.flavor} {r.before:.3g} -> {r.after:.3g}" for r in rows)
+    if found["pairs"] < 2:
+        return f"{1 + found['gap']:.2f}x ({each})"
+    return (
+        f"{1 + found['gap']:.2f}x [95% CI {1 + found['low']:.2f} .. {1 + found['high']:.2f}, "
+        f"{found['pairs']} pairs] ({each})"
+    )
 
 
 def layout_gap(goal: dict, app: dict, peak: dict) -> dict:
@@ -213,9 +266,9 @@ def layout_gap(goal: dict, app: dict, peak: dict) -> dict:
     shown = "; ".join(
         f"{flavor} {case}: ranks {after:.3g}, threads {before:.3g} "
         f"({'ranks' if gain >= 1 else 'threads'} faster by {abs(gain - 1):.1%})"
-        for flavor, case, before, after, gain in rows
+        for flavor, case, before, after, gain, _ in rows
     )
-    within = all(abs(r[4] - 1) <= goal["at_most"] for r in rows)
+    within = all(abs(r.gain - 1) <= goal["at_most"] for r in rows)
     return {"figure": shown, "verdict": "met" if within else "MISSED"}
 
 

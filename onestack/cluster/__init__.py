@@ -236,10 +236,7 @@ def down(config: Config) -> List[str]:
     (those recorded and any other named like them), forget the record. Works
     after a killed `up` or test. Returns what it removed."""
     _require_root()
-    removed = []
-    pids = processes.of_cluster(config.prefix, config.workdir)
-    removed += [f"process {pid} ({processes.command_name(pid)})" for pid in pids]
-    stuck = processes.end(pids)
+    removed = _end_processes(config)
     recorded = state.made(config.workdir)
     for name in sorted(set(network.namespaces(config.prefix)) | {n for k, n in recorded if k == "namespace"}):
         if name in network.namespaces(config.prefix):
@@ -253,9 +250,36 @@ def down(config: Config) -> List[str]:
             removed.append(f"interface {name}")
     state.forget(config.workdir)
     left = leftovers(config)
-    if stuck or left:
+    if left:
         raise ClusterError(f"cluster {config.prefix} not fully removed: {'; '.join(left)}")
     return removed
+
+
+# Rounds of ending the cluster's processes: a process started during the
+# first round's grace (a job that traps SIGTERM and forks) is found by the next.
+END_ROUNDS = 3
+
+
+def _end_processes(config: Config) -> List[str]:
+    """End every process of the cluster, SIGTERM first, then what is found
+    again with SIGKILL at once, for a bounded number of rounds. One still
+    running then keeps the namespaces: deleted, they would hide it from
+    `leftovers` and from the next `down`."""
+    ended = []
+    for grace in (5,) + (0,) * (END_ROUNDS - 1):
+        pids = processes.of_cluster(config.prefix, config.workdir)
+        if not pids:
+            return ended
+        ended += [f"process {pid} ({processes.command_name(pid)})" for pid in pids]
+        processes.end(pids, grace=grace)
+    left = processes.of_cluster(config.prefix, config.workdir)
+    if left:
+        raise ClusterError(
+            f"cluster {config.prefix}: processes still running after {END_ROUNDS} rounds of SIGKILL, "
+            f"namespaces kept: {', '.join(f'{pid} ({processes.command_name(pid)})' for pid in left)}; "
+            "`make cluster-down` again once they have ended"
+        )
+    return ended
 
 
 def attach(config: Config) -> Cluster:

@@ -23,8 +23,11 @@ MAX_NODES = 64
 # The cluster's folder lands unquoted in slurm.conf (a space or '#' would
 # break it); anything else is refused rather than escaped.
 SAFE_PATH = re.compile(r"/[A-Za-z0-9._/+-]*")
-# AF_UNIX socket paths (MUNGE's) have at most 107 bytes.
-MAX_WORKDIR_LENGTH = 80
+# AF_UNIX socket paths have at most 107 bytes, and the longest in the folder
+# is each job step's slurmstepd socket, nodes/<node>/spool/<node>_<job>.<step>
+# (a node name of MAX_NODES, a job id of Slurm's MaxJobId, a step id of 10
+# digits: 58 more bytes). Past it slurmstepd dies, and every job with it.
+MAX_WORKDIR_LENGTH = 48
 
 
 class ClusterError(OnestackError):
@@ -108,14 +111,20 @@ def _prefix(file: Path, value) -> str:
     return value
 
 
+# RFC 1918's private networks: Python's is_private also takes loopback,
+# link-local (a cloud's metadata service), reserved and documentation ones.
+PRIVATE = [ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")]
+
+
 def _subnet(file: Path, value) -> ipaddress.IPv4Network:
     try:
         subnet = ipaddress.IPv4Network(str(value))
-    except ValueError:
-        raise ClusterError(f"{file}: subnet: {value!r} is not an IPv4 network, e.g. 10.213.0.0/24") from None
-    if not subnet.is_private:
+    except ValueError as err:
+        raise ClusterError(f"{file}: subnet: {value!r} is not an IPv4 network ({err}), e.g. 10.213.0.0/24") from None
+    if not any(subnet.subnet_of(private) for private in PRIVATE):
         raise ClusterError(
-            f"{file}: subnet: {subnet} is not a private network (RFC 1918), e.g. 10.213.0.0/24: "
+            f"{file}: subnet: {subnet} is not within a private network of RFC 1918 (10.0.0.0/8, "
+            f"172.16.0.0/12, 192.168.0.0/16), e.g. 10.213.0.0/24: "
             f"the cluster must never take an address of the outside world"
         )
     return subnet

@@ -8,6 +8,7 @@ import json
 import subprocess
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Dict, List
 
 from onestack.cluster.config import NODE_INTERFACE, ClusterError, Config, Node
@@ -55,6 +56,11 @@ def make_bridge(config: Config) -> None:
     ip("link", "add", config.bridge, "type", "bridge")
     _no_ipv6("/proc/sys/net/ipv6/conf", config.bridge)
     ip("addr", "add", f"{config.controller_address}/{config.subnet.prefixlen}", "dev", config.bridge)
+    # No route out through the host: jobs run as root and may add a default
+    # route via the bridge address; the host never forwards what comes in on
+    # the bridge (on a host that forwards, a Docker or libvirt one, it would).
+    # The setting goes with the bridge.
+    Path(f"/proc/sys/net/ipv4/conf/{config.bridge}/forwarding").write_text("0\n")
     ip("link", "set", config.bridge, "up")
 
 

@@ -156,6 +156,8 @@ def daemon_env(**extra: str) -> dict:
 def start_munged(config: Config) -> None:
     w = config.workdir
     # --force: munged refuses to run as root, which the cluster needs.
+    # --origin: the bridge's address, not the one the host's own hostname
+    # resolves to (a lookup that could leave the machine, or fail).
     _daemon(
         [
             "munged",
@@ -165,6 +167,7 @@ def start_munged(config: Config) -> None:
             f"--pid-file={w}/munged.pid",
             f"--log-file={w}/munged.log",
             f"--seed-file={w}/munge.seed",
+            f"--origin={config.bridge}",
         ],
         w / "munged.log",
         daemon_env(),

@@ -2,12 +2,14 @@
 was killed: `up` killed half-way, and a test SIGKILLed while it held a
 cluster and a job ran (its fixture never took the cluster down)."""
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -24,6 +26,20 @@ def cluster_file(folder: Path, prefix: str, subnet: str) -> Path:
     file = folder / "cluster.yaml"
     file.write_text(f"prefix: {prefix}\nsubnet: {subnet}\nnodes: 2\n")
     return file
+
+
+@contextlib.contextmanager
+def started(argv: list, **how) -> Iterator[subprocess.Popen]:
+    """A process the test kills at a moment of its choosing; killed at the
+    end anyway if the test fails first (an `up` left running would make a
+    cluster after the fixture's `down`)."""
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **how)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
 
 
 def down_with_the_cli(file: Path) -> float:
@@ -61,18 +77,15 @@ def own_cluster(cluster_config, tmp_path, request):
 @pytest.mark.parametrize("own_cluster", [("oskup", "10.213.2.0/24")], indirect=True)
 def test_down_after_up_was_killed_half_way(own_cluster):
     file, config = own_cluster
-    up = subprocess.Popen(
-        [sys.executable, "-m", "onestack.cluster", "up", "--config", str(file)],
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    # Half-way: the network made, munged and slurmctld started, the slurmds starting.
-    half_way = ("daemon", f"slurmd {config.nodes[0].name}")
-    wait_until(lambda: half_way in state.made(config.workdir) or up.poll() is not None, 60, "up half-way", poll=0.02)
-    assert up.poll() is None, "up ended before it could be killed half-way"
-    up.send_signal(signal.SIGKILL)
-    up.wait(timeout=30)
+    with started([sys.executable, "-m", "onestack.cluster", "up", "--config", str(file)]) as up:
+        # Half-way: the network made, munged and slurmctld started, the slurmds starting.
+        half_way = ("daemon", f"slurmd {config.nodes[0].name}")
+        wait_until(
+            lambda: half_way in state.made(config.workdir) or up.poll() is not None, 60, "up half-way", poll=0.02
+        )
+        assert up.poll() is None, "up ended before it could be killed half-way"
+        up.send_signal(signal.SIGKILL)
+        up.wait(timeout=30)
     left = cluster.leftovers(config)
     print("left by the killed up:", left)
     assert any(item.startswith("namespace") for item in left) and any("slurmctld" in item for item in left)
@@ -84,13 +97,6 @@ def test_down_after_up_was_killed_half_way(own_cluster):
 def test_down_after_a_test_was_killed_with_its_job_running(own_cluster):
     file, config = own_cluster
     env = {**os.environ, "ONESTACK_TEST_CLUSTER": str(file)}
-    holder = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(HOLDER)],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
 
     def job_running() -> bool:
         return any(
@@ -99,10 +105,11 @@ def test_down_after_a_test_was_killed_with_its_job_running(own_cluster):
             if node.name in cluster.network.namespaces(config.prefix)
         )
 
-    wait_until(lambda: job_running() or holder.poll() is not None, 90, "the held job running", poll=0.02)
-    assert holder.poll() is None, "the holding pytest ended by itself"
-    holder.send_signal(signal.SIGKILL)
-    holder.wait(timeout=30)
+    with started([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(HOLDER)], env=env) as holder:
+        wait_until(lambda: job_running() or holder.poll() is not None, 90, "the held job running", poll=0.02)
+        assert holder.poll() is None, "the holding pytest ended by itself"
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
     left = cluster.leftovers(config)
     print("left by the killed test:", left)
     assert any("sleep" in item for item in left) and any("srun" in item for item in left)

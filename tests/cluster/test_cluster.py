@@ -9,9 +9,10 @@ from pathlib import Path
 
 from onestack.paths import REPO
 
-# Addresses no namespace may reach: a documentation network (TEST-NET-2) and
-# the address of a public resolver. Checked without sending anything first.
-OUTSIDE = ["198.51.100.7", "9.9.9.9"]
+# Addresses no namespace may reach: two documentation networks (TEST-NET-2
+# and -3), which nothing on the Internet answers. Checked without sending
+# anything first.
+OUTSIDE = ["198.51.100.7", "203.0.113.9"]
 
 # Tried from inside a node: a TCP connect must fail at once, with ENETUNREACH
 # (no route), not after a timeout (which would mean packets left).
@@ -89,6 +90,21 @@ def test_nodes_reach_nothing_outside(virtual_cluster):
         peers = [config.controller_address] + [other.address for other in config.nodes if other != node]
         results = json.loads(virtual_cluster.on_node(node.name, sys.executable, "-c", CONNECT, *peers).stdout)
         assert {error for error, _ in results.values()} == {"ECONNREFUSED"}, results
+    # A job runs as root and could add a route via the bridge: the host never
+    # forwards what comes in on it, whatever the host forwards otherwise.
+    forwarding = Path(f"/proc/sys/net/ipv4/conf/{config.bridge}/forwarding").read_text().strip()
+    assert forwarding == "0", f"{config.bridge} forwards: {forwarding}"
+
+
+def test_the_controller_listens_on_the_bridge_alone(virtual_cluster):
+    """slurmctld runs in the host's network namespace: bound to every
+    address, it would take connections from outside the machine."""
+    config = virtual_cluster.config
+    pid = (config.workdir / "slurmctld.pid").read_text().strip()
+    listening = subprocess.run(["ss", "-Hltnp"], text=True, capture_output=True, timeout=30, check=True).stdout
+    addresses = [line.split()[3] for line in listening.splitlines() if f"pid={pid}," in line]
+    print("slurmctld listens on", addresses)
+    assert addresses and all(a.rsplit(":", 1)[0] == config.controller_address for a in addresses), addresses
 
 
 def test_the_env_file_points_slurm_at_the_cluster(virtual_cluster):

@@ -14,7 +14,14 @@ from onestack import cluster
             "prefix: Bad-Name\nsubnet: 10.213.9.0/24\nnodes: 2\n",
             r"1 problem\(s\):\n  prefix: 'Bad-Name' does not match",
         ),
-        ("prefix: ok\nsubnet: 8.8.8.0/24\nnodes: 2\n", r"subnet: 8.8.8.0/24 is not a private network"),
+        ("prefix: ok\nsubnet: 8.8.8.0/24\nnodes: 2\n", r"subnet: 8.8.8.0/24 is not within a private network"),
+        # Private to Python, not to RFC 1918: loopback, and link-local (a cloud's metadata service).
+        ("prefix: ok\nsubnet: 127.8.0.0/24\nnodes: 2\n", r"subnet: 127.8.0.0/24 is not within a private network"),
+        ("prefix: ok\nsubnet: 169.254.169.0/24\nnodes: 2\n", r"subnet: 169.254.169.0/24 is not within a"),
+        (
+            "prefix: ok\nsubnet: 10.213.9.1/24\nnodes: 2\n",
+            r"subnet: '10.213.9.1/24' is not an IPv4 network \(.*host bits set",
+        ),
         ("prefix: ok\nsubnet: 10.213.9.0/29\nnodes: 9\n", r"nodes: 9 must be a whole number from 1 to 5"),
     ],
 )
@@ -23,3 +30,15 @@ def test_a_bad_description_is_refused_with_the_key(text, error, tmp_path):
     file.write_text(text)
     with pytest.raises(cluster.ClusterError, match=rf"^{file}: .*{error}"):
         cluster.config.load(file)
+
+
+def test_a_cluster_folder_too_long_for_slurms_sockets_is_refused(tmp_path, monkeypatch):
+    """slurmstepd's socket path lives under the folder: one too long would
+    let `up` succeed and every job fail."""
+    file = tmp_path / "cluster.yaml"
+    file.write_text("prefix: ok\nsubnet: 10.213.9.0/24\nnodes: 2\n")
+    monkeypatch.setenv("ONESTACK_CLUSTER_DIR", "/" + "c" * cluster.config.MAX_WORKDIR_LENGTH)
+    with pytest.raises(cluster.ClusterError, match="must be a path of at most .* set ONESTACK_CLUSTER_DIR"):
+        cluster.config.load(file)
+    monkeypatch.setenv("ONESTACK_CLUSTER_DIR", "/" + "c" * (cluster.config.MAX_WORKDIR_LENGTH - len("/ok") - 1))
+    assert len(str(cluster.config.load(file).workdir)) == cluster.config.MAX_WORKDIR_LENGTH

@@ -222,3 +222,15 @@ def test_a_rank_host_line_is_found_between_pieces_of_another_ranks_long_line():
     )
     assert check.hosts(output) == ["osct-n1", "osct-n2"]
     assert check.hosts("the host: onestack-rank-host: osct-n2 and more\n") == []
+
+
+def test_under_qemu_own_level_checks_are_judged_only_on_a_named_build():
+    """Through a flavor's entry point under qemu, the build that ran is the
+    dispatcher's pick, which the caller did not name: not judged, said why.
+    A run that names its build (`path`) says itself whether it is the
+    emulated CPU's own level (no_own_level)."""
+    assert runner.How(emulate="Haswell").own_level_unchecked.startswith("under qemu (Haswell) through the entry point")
+    assert runner.How(emulate="Haswell", path=("/builds/v3/bin",)).own_level_unchecked == ""
+    named = runner.How(emulate="SandyBridge", path=("/builds/v2/bin",), no_own_level="beyond x86-64-v2's code")
+    assert named.own_level_unchecked == "beyond x86-64-v2's code"
+    assert runner.How().own_level_unchecked == "" and runner.How(no_own_level="no v4 build").own_level_unchecked

@@ -7,6 +7,7 @@ Xeons), and a login node is often older than the compute nodes it builds for."""
 
 import functools
 from pathlib import Path
+from typing import List
 
 from onestack import paths
 
@@ -34,9 +35,27 @@ def level() -> str:
     Zen 3 and Haswell, v4 with AVX-512; v1 below the psABI levels). archspec
     reads the flags the kernel reports, so state the OS did not enable
     (AVX-512 without its XCR0 bits) does not count, as for the dispatcher."""
-    host = _cpu()
-    found = [t.name.removeprefix("x86_64_") for t in [host, *host.ancestors] if t.name.startswith("x86_64_v")]
+    return _level_of(_cpu())
+
+
+def _level_of(cpu) -> str:
+    found = [t.name.removeprefix("x86_64_") for t in [cpu, *cpu.ancestors] if t.name.startswith("x86_64_v")]
     return max(found, default="v1")
+
+
+def beyond_own_level(cpu=None) -> List[str]:
+    """What a CPU (this host's, or an archspec target) has of the x86-64
+    level above its own: code built for its own level leaves it unused (a
+    Sandy Bridge's AVX over x86-64-v2), and a program's note that another
+    build would be faster is right there."""
+    from archspec.cpu import TARGETS
+
+    cpu = cpu or _cpu()
+    own = _level_of(cpu)
+    above = f"x86_64_v{int(own[1:]) + 1}"
+    if own == "v1" or above not in TARGETS:  # below the baseline, or the top level
+        return []
+    return sorted(cpu.features & (TARGETS[above].features - TARGETS[f"x86_64_{own}"].features))
 
 
 def runs(x86_64_level: str) -> bool:

@@ -22,6 +22,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from archspec import cpu as archspec
 from conftest import built_levels, require_published, run_flavors
 
 from onestack import host, problems, spack, stack
@@ -104,17 +105,16 @@ FLAVORS = sorted({module for module, _ in LEVEL_BUILDS})
 
 def own_level_unchecked(generation: dict, level: str) -> str:
     """Why a run of the `level` build under the emulated generation cannot
-    judge a problem's own_level checks ("" where it can): the build is not
-    for the generation's own level, or the generation has more than the
-    oldest of its level (Sandy Bridge's AVX over x86-64-v2), which its
-    level's code leaves unused: a program's note that it was built for less
-    than the CPU is right there."""
+    judge a problem's own_level checks ("" where it can), as
+    dispatch.without_own_level says for the host: the build is not for the
+    generation's own level, or the generation has more than that level
+    (Sandy Bridge's AVX over x86-64-v2), which the build leaves unused."""
     own = tree.emulated_level(generation)
     if level != own:
         return f"its {level} build ran: it has none for {generation['name']}'s own level, {own}"
-    oldest = next(g for g in cpus.generations() if g["x86_64_level"] == generation["x86_64_level"])
-    if oldest["name"] != generation["name"]:
-        return f"{generation['name']} has {generation['isa']}, beyond {own}'s code (that of {oldest['name']})"
+    extra = host.beyond_own_level(archspec.TARGETS[generation["spack_target"]])
+    if extra:
+        return f"{generation['name']} has {', '.join(extra)} of the level above {own}, which the build leaves unused"
     return ""
 
 

@@ -265,12 +265,13 @@ def _end_processes(config: Config) -> List[str]:
     again with SIGKILL at once, for a bounded number of rounds. One still
     running then keeps the namespaces: deleted, they would hide it from
     `leftovers` and from the next `down`."""
-    ended = []
+    ended, seen = [], set()
     for grace in (5,) + (0,) * (END_ROUNDS - 1):
         pids = processes.of_cluster(config.prefix, config.workdir)
         if not pids:
             return ended
-        ended += [f"process {pid} ({processes.command_name(pid)})" for pid in pids]
+        ended += [f"process {pid} ({processes.command_name(pid)})" for pid in pids if pid not in seen]
+        seen.update(pids)
         processes.end(pids, grace=grace)
     left = processes.of_cluster(config.prefix, config.workdir)
     if left:

@@ -146,6 +146,6 @@ def _workdir(prefix: str) -> Path:
         raise ClusterError(
             f"the cluster folder {workdir} must be a path of at most {MAX_WORKDIR_LENGTH} "
             f"characters of letters, digits and ._/+- (it lands unquoted in slurm.conf, "
-            f"and MUNGE's socket lives in it): set ONESTACK_CLUSTER_DIR to such a folder"
+            f"and each job step's socket lives under it, at most 107 bytes): set ONESTACK_CLUSTER_DIR to such a folder"
         )
     return workdir

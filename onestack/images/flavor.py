@@ -52,11 +52,16 @@ def images_dir() -> Path:
 
 def image_name(flavor: Flavor) -> str:
     """lmp-openblas-mpich, lmp-openblas-mpich-omp-20210929.2: its module name's."""
-    return flavor.module_name.replace("/", "-")
+    return module_image(flavor.module_name).stem
 
 
 def sif_path(flavor: Flavor) -> Path:
-    return images_dir() / f"{image_name(flavor)}.sif"
+    return module_image(flavor.module_name)
+
+
+def module_image(module_name: str) -> Path:
+    """The image file of a flavor's module name."""
+    return images_dir() / f"{module_name.replace('/', '-')}.sif"
 
 
 def context_dir(flavor: Flavor) -> Path:

@@ -17,9 +17,9 @@ import tempfile
 from pathlib import Path
 from typing import List, Optional
 
-from onestack import spack, stack
+from onestack import spack
 from onestack.images import ImageError, apptainer, keys
-from onestack.images.flavor import build_hashes, images_dir, sif_path
+from onestack.images.flavor import build_hashes, images_dir, module_image
 from onestack.modules import publish
 from onestack.spack import oci_buildcache
 from onestack.stack.flavors import Flavor
@@ -52,8 +52,8 @@ def live_images() -> List[Path]:
     no longer published) is named and left out: pushed under the release's
     tag, it would pass for one of its flavors."""
     release = publish.current_release()
-    live = set(publish.release_manifest(release)["flavors"])
-    images = sorted(sif_path(f) for f in stack.load().flavors if f.module_name in live and sif_path(f).is_file())
+    live = (module_image(name) for name in publish.release_manifest(release)["flavors"])
+    images = sorted(image for image in live if image.is_file())
     for other in sorted(set(images_dir().glob("*.sif")) - set(images)):
         print(f"==> push-images: left out {other}: not the image of a flavor of the live release ({release.name})")
     return images

@@ -71,13 +71,18 @@ def published_levels(release: Path, flavor: Flavor) -> List[str]:
 
 
 def without_own_level(release: Path, flavor: Flavor) -> str:
-    """Why the flavor has no build for this host's own x86-64 level in the
-    release ("" if it has one): what its `own_level` checks need."""
+    """Why the flavor's build for this host's own x86-64 level cannot be
+    judged as this CPU's best ("" if it can): the release has none, or the
+    CPU has more than that level (host.beyond_own_level). What its
+    `own_level` checks need."""
     built = published_levels(release, flavor)
     own = cpus.level_name(host.level())
-    if own in built:
-        return ""
-    return f"{flavor.module_name} has no {own} build in this release (built: {', '.join(built) or 'none'})"
+    if own not in built:
+        return f"{flavor.module_name} has no {own} build in this release (built: {', '.join(built) or 'none'})"
+    extra = host.beyond_own_level()
+    if extra:
+        return f"this CPU has {', '.join(extra)} of the level above {own}, which its {own} build leaves unused"
+    return ""
 
 
 def bin_dir(release: Path, flavor: Flavor) -> Path:

@@ -188,7 +188,7 @@ def make(reduced: bool, only: Optional[List[str]] = None) -> Path:
         a["peak_search"] = _search_peak(init, a, max(before["samples"]), len(cpus), out, reduced)
     measured_peak = peak.combined(before, peak.measure(cpus))
     print(
-        f"==> report: measured peak {measured_peak['gflops']:.1f} GFLOPS ({measured_peak['isa']} FMA, "
+        f"==> report: measured peak {measured_peak['gflops']:.1f} GFLOPS ({measured_peak['isa']} multiply-adds, "
         f"{measured_peak['cores']} cores; {len(measured_peak['samples'])} samples before and after the runs: "
         f"median {measured_peak['median']:.1f}, min {measured_peak['min']:.1f})"
     )

@@ -5,6 +5,7 @@ template, and the entry point choosing a build for a recorded CPU."""
 import shutil
 
 import pytest
+from archspec import cpu as archspec
 
 from onestack import stack
 from onestack.modules import dispatch
@@ -60,3 +61,22 @@ def test_a_program_missing_from_a_build_is_not_dispatched(installs, tmp_path):
     (tmp_path / "x86-64-v3" / "bin" / "hpcc").unlink()
     with pytest.raises(dispatch.DispatchError, match="hpcc is not in every build"):
         dispatch.write(tmp_path / "release", flavor, roots)
+
+
+@pytest.mark.parametrize(
+    "cpu, judged",
+    [
+        ("haswell", ""),
+        ("sandybridge", "this CPU has avx of the level above x86-64-v2, which its x86-64-v2 build leaves unused"),
+        ("icelake", "has no x86-64-v4 build in this release (built: x86-64-v2, x86-64-v3)"),
+    ],
+)
+def test_own_level_checks_are_judged_only_on_the_cpus_own_best_build(installs, tmp_path, monkeypatch, cpu, judged):
+    """A problem's own_level checks (GROMACS's note that another build would
+    be faster) are judged where the release has the build of the CPU's level
+    and the CPU has nothing above that level; else said why not."""
+    flavor, roots = installs
+    dispatch.write(tmp_path / "release", flavor, roots)
+    monkeypatch.setattr(dispatch.host, "_cpu", lambda: archspec.TARGETS[cpu])
+    why = dispatch.without_own_level(tmp_path / "release", flavor)
+    assert (why == judged) if not judged else (judged in why), why

@@ -66,3 +66,22 @@ def test_the_first_step_of_setup_and_make_test_stops_a_host_below_the_baseline(a
     assert "archspec core2; x86-64-v1" in capsys.readouterr().out
     as_cpu("zen3")
     cli.cmd_host(None)
+
+
+@pytest.mark.parametrize(
+    "name, extra",
+    [
+        ("nehalem", []),
+        ("sandybridge", ["avx"]),
+        ("ivybridge", ["avx", "f16c"]),
+        ("haswell", []),
+        ("zen3", []),
+        ("zen4", []),
+        ("icelake", []),
+    ],
+)
+def test_what_a_cpu_has_beyond_its_own_levels_build(as_cpu, name, extra):
+    """A Sandy Bridge is x86-64-v2 with AVX: the v2 build leaves AVX unused,
+    and GROMACS rightly says a build for AVX would be faster."""
+    as_cpu(name)
+    assert host.beyond_own_level() == extra

@@ -13,11 +13,14 @@ from onestack.modules import publish
 
 @pytest.fixture
 def live(tmp_path, monkeypatch):
-    """A live release of two flavors, one of them with no image yet."""
+    """A live release of three flavors: one with no image yet, and one the
+    stack's data no longer has (the live tree still offers it)."""
     monkeypatch.setenv("ONESTACK_PREFIX", str(tmp_path))
     release = publish.releases_dir() / "20261129-000000"
     release.mkdir(parents=True)
-    (release / publish.COMPLETE_MARK).write_text(json.dumps({"flavors": ["hpl/openblas-mpich", "hpl/mkl-mpich"]}))
+    (release / publish.COMPLETE_MARK).write_text(
+        json.dumps({"flavors": ["hpl/openblas-mpich", "hpl/mkl-mpich", "qe/retired"]})
+    )
     publish.current_link().symlink_to(release)
     flavor.images_dir().mkdir(parents=True)
     return release
@@ -28,9 +31,10 @@ def test_only_the_live_releases_images_are_pushed(live, capsys):
     ours = flavor.sif_path(matrix.flavor("hpl/openblas-mpich"))
     gone = flavor.sif_path(matrix.flavor("hpl/openblas-impi"))
     stray = flavor.images_dir() / "qe-7.4-mkl-mpich.sif"
-    for image in (ours, gone, stray):
+    retired = flavor.module_image("qe/retired")
+    for image in (ours, gone, stray, retired):
         image.write_text("an image")
-    assert push.live_images() == [ours]
+    assert push.live_images() == [ours, retired]
     said = capsys.readouterr().out
     assert all(f"left out {image}: not the image of a flavor of the live release" in said for image in (gone, stray))
 

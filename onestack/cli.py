@@ -164,7 +164,9 @@ def cmd_record_outputs(args) -> None:
     from onestack.problems import recorded
 
     release = publish.current_release()
-    recorded.record(release / "init" / "bash", publish.release_manifest(release)["flavors"], args.apps)
+    published = publish.release_manifest(release)["flavors"]
+    why = {m: dispatch.without_own_level(release, stack.load().flavor(m)) for m in published}
+    recorded.record(release / "init" / "bash", published, why, args.apps)
 
 
 def cmd_audit(args) -> None:

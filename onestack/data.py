@@ -156,9 +156,10 @@ def _message(err: jsonschema.ValidationError) -> str:
     if err.validator == "additionalProperties" and "properties" in err.schema:
         return f"{err.message}; allowed keys: {', '.join(err.schema['properties'])}"
     if err.validator == "oneOf" and all("required" in s for s in err.validator_value):
-        # jsonschema would print the whole mapping; name the keys instead.
-        keys = [k for s in err.validator_value for k in s["required"] if k not in err.schema.get("required", [])]
-        return f"needs exactly one of: {', '.join(dict.fromkeys(keys))}"
+        # jsonschema would print the whole mapping; name each choice's keys instead.
+        shared = err.schema.get("required", [])
+        choices = [" with ".join(k for k in s["required"] if k not in shared) for s in err.validator_value]
+        return f"needs exactly one of: {', '.join(dict.fromkeys(choices))}"
     if err.validator == "dependentRequired":
         given, needed = next(
             (k, m) for k, ms in err.validator_value.items() if k in err.instance for m in ms if m not in err.instance

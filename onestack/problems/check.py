@@ -42,6 +42,61 @@ class Check:
         )
 
 
+class Directions:
+    """Vectors a comparison lists, the reference's beside the run's (GROMACS's
+    `gmx check` lists the forces beyond its tolerances): each pair must point
+    within an angle (a cosine of at least min_cosine), the comparison must
+    have read both files whole (its `complete` line) and found them alike
+    otherwise (no `mismatch` line: atoms, steps, a quantity one file lacks),
+    or it fails: the rule of GROMACS's regression suite (gmxtest.pl) for
+    forces."""
+
+    def __init__(self, name, pairs, min_cosine, complete, mismatches=()):
+        self.name, self.min_cosine, self.complete, self.mismatches = name, min_cosine, complete, list(mismatches)
+        self.cosines = [cosine(a, b) for a, b in pairs]
+        # A NaN (a number that did not read) is off too.
+        self.off = sum(1 for c in self.cosines if not c >= min_cosine)
+
+    @property
+    def passed(self):
+        return self.complete and not self.mismatches and self.off == 0
+
+    def __str__(self):
+        verdict = "ok" if self.passed else "FAILED"
+        if not self.complete:
+            return f"{self.name}: the comparison did not read both files whole {verdict}"
+        if self.mismatches:
+            return f"{self.name}: the files differ otherwise too: {self.mismatches[0]!r} {verdict}"
+        worst = f", the least {min(self.cosines):.6g}" if self.cosines else ""
+        return (
+            f"{self.name}: {self.off} of {len(self.cosines)} listed pairs at a cosine below "
+            f"{self.min_cosine}{worst} {verdict}"
+        )
+
+
+def cosine(a, b):
+    """The cosine of the angle between two vectors; -1 (off) where one is of
+    zero length and the other is not, 1 where both are (gmxtest.pl)."""
+    la, lb = math.sqrt(sum(x * x for x in a)), math.sqrt(sum(x * x for x in b))
+    if la * lb == 0:
+        return 1.0 if la == lb else -1.0
+    return sum(x * y for x, y in zip(a, b)) / (la * lb)
+
+
+def _vector(text):
+    """3 printed numbers; NaNs where the text is not that."""
+    try:
+        numbers = [float(x) for x in text.split()]
+    except ValueError:
+        numbers = []
+    return numbers if len(numbers) == 3 else [float("nan")] * 3
+
+
+def vector_pairs(pattern, text):
+    """Each match's 2 groups as vectors of 3 numbers."""
+    return [(_vector(a), _vector(b)) for a, b in re.findall(pattern, text, re.MULTILINE)]
+
+
 class Unchecked:
     """A quantity not checked in this run, with why (printed, never silent)."""
 
@@ -81,10 +136,17 @@ def compare(checks, output, reference=""):
     the last in the published reference (times `reference_scale`, for a
     system grown from the reference's), against a value the problem states
     (`expected`), or against the program's own acceptance bound (`at_most`);
-    or the times a line that must not appear does (`absent`).
+    or the times a line that must not appear does (`absent`); or the
+    directions of the vectors a comparison lists (`min_cosine`).
     A missing value fails; it is never skipped."""
     found = []
     for name, how in checks.items():
+        if "min_cosine" in how:
+            complete = bool(re.search(how["complete"], output, re.MULTILINE))
+            mismatches = [m.group(0) for m in re.finditer(how.get("mismatch", "(?!)"), output, re.MULTILINE)]
+            pairs = vector_pairs(how["pattern"], output)
+            found.append(Directions(name, pairs, how["min_cosine"], complete, mismatches))
+            continue
         if how.get("absent"):
             # A line the program prints only when something is off: counted.
             found.append(Check(name, 0, len(re.findall(how["pattern"], output, re.MULTILINE)), 0.0, bound=True))

@@ -112,6 +112,7 @@ def _check_words(file: Path, spec: dict) -> None:
         "command": spec["command"],
         "hybrid_args": spec["hybrid_args"],
         **{f"prepare.{i}": step for i, step in enumerate(spec["prepare"])},
+        **{f"after.{i}": step for i, step in enumerate(spec["after"])},
         **({"peak_search.command": spec["peak_search"]["command"]} if spec.get("peak_search") else {}),
     }
     for key, text in commands.items():

@@ -105,6 +105,8 @@ def script(problem: Problem, how: How, rundir: Path, workdir: Path, init: Option
         rundir=rundir,
         argv=problem.argv(),
         prepare=[[*how.wrapper, *problem.argv(step)] for step in problem["prepare"]],
+        after=[[*(() if how.emulate else how.wrapper), *problem.argv(step)] for step in problem["after"]],
+        output=problem.get("output", ""),
         words=words + problem.argv(),
         as_root=os.geteuid() == 0,
     )
@@ -127,6 +129,7 @@ def image_test(problem: Problem, out: Path, test_dir: str) -> None:
         env=env,
         rundir=str(rundir.relative_to(out / "files")),
         words=launcher + problem.argv(),
+        after=[problem.argv(step) for step in problem["after"]],
         output=output,
         reference=problem.get("reference", ""),
     )
@@ -147,25 +150,32 @@ def execute(problem: Problem, how: How, workdir: Path, init: Optional[Path] = No
     rundir = prepare(problem, workdir)
     file = workdir / "run.sh"
     file.write_text(script(problem, how, rundir, workdir, init))
-    if submit:
-        code, printed = submit(file)
-    else:
-        try:
-            proc = subprocess.run(
-                ["bash", "--noprofile", "--norc", str(file)],
-                env=clean_env(),
-                text=True,
-                capture_output=True,
-                timeout=TIMEOUT_S,
-                start_new_session=True,
-            )
-            code, printed = proc.returncode, proc.stdout + proc.stderr
-        except subprocess.TimeoutExpired as err:
-            code, printed = -signal.SIGKILL, f"killed after {TIMEOUT_S} s\n{err.stdout or ''}{err.stderr or ''}"
+    code, printed = submit(file) if submit else _bash(file)
     written = rundir / problem["output"] if "output" in problem.spec else None
     output = written.read_text() if written and written.is_file() else printed
     (workdir / "output.txt").write_text(printed if output is printed else output + printed)
     return Outcome(problem, how, code, output, printed, rundir, workdir, command=str(file))
+
+
+def _bash(file: Path) -> Tuple[int, str]:
+    """A run script's exit code and what it printed. A run past TIMEOUT_S is
+    killed whole: the script's session (its launcher and ranks, or qemu),
+    not the shell alone, which would leave them running."""
+    with subprocess.Popen(
+        ["bash", "--noprofile", "--norc", str(file)],
+        env=clean_env(),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    ) as proc:
+        try:
+            out, err = proc.communicate(timeout=TIMEOUT_S)
+            return proc.returncode, out + err
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            return -signal.SIGKILL, f"killed after {TIMEOUT_S} s\n{out}{err}"
 
 
 def run(problem: Problem, how: How, workdir: Path, init: Optional[Path] = None, submit=None) -> List[check.Check]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from onestack import problems, stack
-from onestack.problems import Problem, check, runner
+from onestack.problems import Problem, check, recorded, runner
 
 RECORDED = Path(__file__).parent / "recorded"
 CASES = [(app, case) for app in problems.apps() for case in sorted(problems.load(app, benchmarks=True))]
@@ -25,6 +25,16 @@ def _recorded(app: str, case: str):
     assert output.is_file(), f"no recorded output {output}: record one (tests/fast/recorded/README.md)"
     reference = RECORDED / app / f"{case}.reference"
     return output.read_text(), reference.read_text() if reference.is_file() else ""
+
+
+def _judged(app: str, case: str) -> dict:
+    """The checks a recording can judge: its `own_level` ones only where the
+    recorded run was the CPU's own level's build (its header says otherwise:
+    recorded.NO_OWN_LEVEL)."""
+    checks = problems.load(app, benchmarks=True)[case]["checks"]
+    if recorded.NO_OWN_LEVEL in _recorded(app, case)[0]:
+        return {name: how for name, how in checks.items() if not how.get("own_level")}
+    return checks
 
 
 # How far a value moves to be a wrong answer, whatever its check's tolerance
@@ -41,7 +51,14 @@ def _shift(how: dict, value: float) -> float:
 
 def _perturbed(how: dict, output: str) -> str:
     """The output with one check's value moved (_shift) or past its bound,
-    or with the line it must not find added (an `absent` check)."""
+    with the line it must not find added (an `absent` check), or with the
+    run's vector of the first pair a comparison lists turned round (a
+    `min_cosine` check)."""
+    if "min_cosine" in how:
+        match = re.search(how["pattern"], output, re.MULTILINE)
+        assert match, f"{how['pattern']!r}: the recorded output lists no pair to turn: record a run that lists some"
+        turned = " ".join(repr(-float(x)) for x in match.group(2).split())
+        return output[: match.start(2)] + turned + output[match.end(2) :]
     if how.get("absent"):
         line = re.sub(r"\\(.)", r"\1", how["pattern"])
         assert re.search(how["pattern"], line), f"{how['pattern']!r}: an `absent` pattern must be plain text"
@@ -61,7 +78,7 @@ def test_recorded_output_passes(app, case):
     problem = problems.load(app, benchmarks=True)[case]
     output, reference = _recorded(app, case)
     assert check.ranks_error(problem["ranks_pattern"], problem["ranks"], output) == ""
-    checks = check.compare(problem["checks"], output, reference)
+    checks = check.compare(_judged(app, case), output, reference)
     assert checks and all(c.passed for c in checks), "\n".join(map(str, checks))
     assert check.ranks_error(problem["ranks_pattern"], problem["ranks"] + 1, output), "a wrong rank count passed"
 
@@ -76,7 +93,12 @@ def test_a_moved_value_fails_its_check_alone(app, case, name):
     tolerances or a wrong answer's distance: that check fails, no other."""
     problem = problems.load(app, benchmarks=True)[case]
     output, reference = _recorded(app, case)
-    moved = check.compare(problem["checks"], _perturbed(problem["checks"][name], output), reference)
+    judged = _judged(app, case)
+    if name not in judged:
+        # Not the CPU's own level's build: the line it must not print is there, rightly, and fails the check.
+        assert not check.compare({name: problem["checks"][name]}, output)[0].passed, f"{app}/{case}:{name} passed"
+        return
+    moved = check.compare(judged, _perturbed(judged[name], output), reference)
     failed = [c.name for c in moved if not c.passed]
     assert failed == [name], f"{app}/{case}:{name}: its value moved, the checks that failed: {failed or 'none'}"
 
@@ -168,6 +190,37 @@ def test_the_images_checker_fails_a_moved_value_by_its_check_alone(app, case, na
     assert proc.returncode == 1 and failed == [name], (
         f"{app}/{case}:{name}: its value moved, the image's checker failed {failed or 'none'}: {proc.stdout}"
     )
+
+
+def test_listed_vectors_fail_off_their_direction_or_when_the_comparison_did_not_read_both_files():
+    """GROMACS's forces as `gmx check` lists them, judged by gmxtest.pl's
+    rule: a direction within the angle, both files read whole; a force of
+    zero length beside one that is not is off, two of zero length are not."""
+    how = problems.load("gromacs")["nbnxn_pme"]["checks"]["forces"]
+    listed = "f[    7] ( 1.00000e+02  0.00000e+00  0.00000e+00) - ({})\n\nBoth files read correctly\n"
+
+    def verdict(run_vector: str, output: str = listed) -> bool:
+        return check.compare({"forces": how}, output.format(run_vector))[0].passed
+
+    assert verdict(" 1.00000e+02  4.00000e+00  0.00000e+00"), "a force 2.3 degrees off failed"
+    assert not verdict(" 1.00000e+02  5.00000e+00  0.00000e+00"), "a force 2.9 degrees off passed"
+    assert not verdict(" 0.00000e+00  0.00000e+00  0.00000e+00"), "a zero force beside a non-zero one passed"
+    zeros = listed.replace("1.00000e+02", "0.00000e+00")
+    assert verdict(" 0.00000e+00  0.00000e+00  0.00000e+00", zeros), "two zero forces failed"
+    assert verdict("-1.00000e+02  4.00000e+00  0.00000e+00", listed.replace("( 1.0", "(-1.0")), "negatives failed"
+    assert not verdict(" 1.00000e+02  nan  0.00000e+00"), "a force that is not a number passed"
+    assert not verdict(" 1.00000e+02  0.00000e+00"), "a force of 2 numbers passed"
+    wide = listed.replace("f[    7]", "f[12345]")
+    assert check.compare({"forces": how}, wide.format(" 0.0 1.0 0.0"))[0].off == 1, "a 5-digit index was not read"
+    right = " 1.00000e+02  0.00000e+00  0.00000e+00"
+    unread = listed.replace("Both files read correctly", "End of file on traj.trr but not on reference_s.trr")
+    found = check.compare({"forces": how}, unread.format(right))[0]
+    assert not found.passed and "did not read both files whole" in str(found)
+    for line in ("bF (true - false)", "natoms (2400 - 2399)", "step (20 - 10)", "box[    0] (3 0 0) - (4 0 0)"):
+        found = check.compare({"forces": how}, f"{line}\n{listed.format(right)}")[0]
+        assert not found.passed and line in str(found), f"{line!r}: a mismatch of the files passed"
+    assert verdict(right, f"x[    3] (1 2 3) - (3 2 1)\n{listed}"), "a position listed (the suite ignores it) failed"
+    assert not check.compare({"forces": how}, "")[0].passed, "a run with no comparison passed"
 
 
 def test_a_missing_value_fails_and_durations_read_in_seconds():

@@ -7,6 +7,7 @@ schema refuses them (tests/bad-input/)."""
 import dataclasses
 import shlex
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -344,6 +345,8 @@ def test_a_run_script_passes_any_text_as_one_word(text, tmp_path):
             "command": "prog -in {input}",
             # A preparing step gets the text as one word too.
             "prepare": [shlex.join(["fake-launcher", text])],
+            # So does a step after the program.
+            "after": [shlex.join(["fake-launcher", text])],
             "env": {},
             "params": {},
             "checks": {},
@@ -359,9 +362,23 @@ def test_a_run_script_passes_any_text_as_one_word(text, tmp_path):
     assert proc.returncode == 0, proc.stderr
     printed = proc.stdout.decode()  # bytes: text mode would turn a \r into a newline
     assert f"env:{text}\n" in printed and f"arg:{text}\n" in printed
-    assert printed.count(f"arg:{text}\n") >= 2, "the preparing step did not get the text as one word"
+    assert printed.count(f"arg:{text}\n") >= 3, "the preparing or after step did not get the text as one word"
     assert "arg:prog\narg:-in\narg:in.txt" in printed
     assert not marker.exists(), "a $(...) in the data ran"
+
+
+def test_a_run_past_its_time_is_killed_with_every_process_it_started(tmp_path, monkeypatch):
+    """The launcher and its ranks (here a sleep the script started), not
+    the shell alone: none is left running."""
+    monkeypatch.setattr(runner, "TIMEOUT_S", 1)
+    script = tmp_path / "run.sh"
+    script.write_text(f"sleep 300 & echo $! > {tmp_path}/pid\nwait\n")
+    code, printed = runner._bash(script)
+    assert code == -signal.SIGKILL and printed.startswith("killed after 1 s")
+    pid = int((tmp_path / "pid").read_text())
+    assert not Path(f"/proc/{pid}").exists() or "State:\tZ" in Path(f"/proc/{pid}/status").read_text(), (
+        "the run's child outlived the kill"
+    )
 
 
 def test_vendor_environment_scripts_set_what_the_data_says(tmp_path):

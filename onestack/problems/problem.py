@@ -101,6 +101,7 @@ def _load(folder: Path, app: str) -> Dict[str, Problem]:
         if spec["app"] != app:
             raise data.InputError(f"{data.location(file)}: app: '{spec['app']}', but the file is in {app}/")
         _check_words(file, spec)
+        _check_groups(file, spec)
         problems[file.stem] = Problem(app, file.stem, spec)
     return problems
 
@@ -122,6 +123,20 @@ def _check_words(file: Path, spec: dict) -> None:
             raise data.InputError(
                 f"{data.location(file)}: {key}: {err} in {text!r}; quote an argument with spaces whole"
             ) from None
+
+
+def _check_groups(file: Path, spec: dict) -> None:
+    """A check's pattern captures what the checker reads: one value, or a
+    `min_cosine` check's two vectors; refused here, with its key."""
+    for name, how in spec["checks"].items():
+        wanted = 2 if "min_cosine" in how else 1
+        groups = re.compile(how["pattern"]).groups
+        if groups != wanted and not how.get("absent"):
+            raise data.InputError(
+                f"{data.location(file)}: checks.{name}.pattern: {groups} group(s), where the check reads {wanted} "
+                "(a `min_cosine` check: the reference's vector and the run's; any other: the value); "
+                "make the others non-capturing, (?:...)"
+            )
 
 
 def load(app: str, benchmarks: bool = False) -> Dict[str, Problem]:

@@ -367,6 +367,40 @@ def test_a_run_script_passes_any_text_as_one_word(text, tmp_path):
     assert not marker.exists(), "a $(...) in the data ran"
 
 
+def test_an_emulated_run_hands_glibc_its_tunables(tmp_path):
+    """The script's wiring, not qemu: the command qemu-x86_64 is given (a
+    program here that prints its arguments and GLIBC_TUNABLES) gets the
+    emulated CPU and the program's path, and the emulated program glibc's
+    tunables (runner.EMULATED_GLIBC_TUNABLES says why)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "qemu-x86_64").write_text('#!/bin/bash\nprintf "arg:%s\\n" "$@"\nprintf "env:%s\\n" "$GLIBC_TUNABLES"\n')
+    (bin_dir / "qemu-x86_64").chmod(0o755)
+    _fake_program(bin_dir, "prog")
+    problem = Problem(
+        "app",
+        "case",
+        {
+            "ranks": 2,
+            "ranks_pattern": "x",
+            "command": "prog -in {input}",
+            "prepare": [],
+            "after": [],
+            "env": {},
+            "params": {},
+            "checks": {},
+            "input": "in.txt",
+        },
+    )
+    how = How(path=(str(bin_dir),), emulate="Haswell")
+    script = tmp_path / "run.sh"
+    script.write_text(runner.script(problem, how, tmp_path, tmp_path, None))
+    proc = subprocess.run(["bash", str(script)], env=runner.clean_env(), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert f"arg:-cpu\narg:Haswell\narg:{bin_dir}/prog\narg:-in\narg:in.txt\n" in proc.stdout, proc.stdout
+    assert f"env:{runner.EMULATED_GLIBC_TUNABLES}\n" in proc.stdout, proc.stdout
+
+
 def test_a_run_past_its_time_is_killed_with_every_process_it_started(tmp_path, monkeypatch):
     """The launcher and its ranks (here a sleep the script started), not
     the shell alone: none is left running."""

@@ -54,7 +54,8 @@ def cmd_signing_key(args) -> None:
     """The site's image signing key: the one configured (ONESTACK_SIGNING_KEY),
     else a new one, kept outside the repository. A step of its own, after
     Apptainer's set-up: nothing before the images needs either, so `make
-    test` builds Apptainer beside the Spack builds (tests/run.sh)."""
+    test` builds Apptainer beside the tests, which run the images last
+    (tests/run.sh)."""
     print(f"==> site: image signing key {keys.ensure_site_key(apptainer.find(keys.signing_env()))}")
 
 

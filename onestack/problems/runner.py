@@ -20,11 +20,12 @@ TEMPLATES = Path(__file__).parent / "templates"
 # A run that outlives this is killed and fails: no test waits forever.
 TIMEOUT_S = 1800
 # Under qemu, glibc's own routines keep to their SSE versions. With AVX2 in
-# the emulated CPU, glibc picks AVX2 string functions and an AVX memmove, and
-# after them qemu 7.2's TCG ran the program's scalar double arithmetic in its
-# soft-float path: LAMMPS's melt took 65 s under Haswell, 9 s with these two
-# off, 9 s under Sandy Bridge (docs/results.md). They are glibc's choice, not
-# the stack's: the dispatcher and the math libraries read CPUID themselves.
+# the emulated CPU, glibc picks AVX2 string functions and an AVX memmove,
+# after which qemu 7.2's TCG ran the program's scalar double arithmetic in
+# its soft-float path: several times slower than under a CPU without AVX2,
+# for the same build (measured: docs/results.md, Build and test times).
+# They are glibc's choice, not the stack's: the dispatcher and the math
+# libraries read CPUID themselves.
 EMULATED_GLIBC_TUNABLES = "glibc.cpu.hwcaps=-AVX2,-AVX_Fast_Unaligned_Load"
 
 

@@ -324,18 +324,15 @@ def test_a_translator_module_loads_it_first_in_every_process():
     assert ("mpi_runtime",) in module.values("family") and not module.values("LmodError")
 
 
-def _fake_program(folder: Path, name: str) -> None:
+def _fake_program(folder: Path, name: str, variable: str = "ONESTACK_TEST") -> None:
     """Prints its arguments, one per line, and the variable under test."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / name).write_text('#!/bin/bash\nprintf "arg:%s\\n" "$@"\nprintf "env:%s\\n" "$ONESTACK_TEST"\n')
+    (folder / name).write_text(f'#!/bin/bash\nprintf "arg:%s\\n" "$@"\nprintf "env:%s\\n" "${variable}"\n')
     (folder / name).chmod(0o755)
 
 
-@pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))
-def test_a_run_script_passes_any_text_as_one_word(text, tmp_path):
-    marker = tmp_path / "marker"
-    text = text.replace("{marker}", str(marker))
-    _fake_program(tmp_path / "bin", "fake-launcher")
+def _run_script(tmp_path: Path, how: How, prepare: tuple = (), after: tuple = ()) -> subprocess.CompletedProcess:
+    """A problem running `prog -in in.txt`, its script written and run the way How says."""
     problem = Problem(
         "app",
         "case",
@@ -343,22 +340,30 @@ def test_a_run_script_passes_any_text_as_one_word(text, tmp_path):
             "ranks": 2,
             "ranks_pattern": "x",
             "command": "prog -in {input}",
-            # A preparing step gets the text as one word too.
-            "prepare": [shlex.join(["fake-launcher", text])],
-            # So does a step after the program.
-            "after": [shlex.join(["fake-launcher", text])],
+            "prepare": list(prepare),
+            "after": list(after),
             "env": {},
             "params": {},
             "checks": {},
             "input": "in.txt",
         },
     )
+    script = tmp_path / "run.sh"
+    script.write_text(runner.script(problem, how, tmp_path, tmp_path, None))
+    return subprocess.run(["bash", str(script)], env=runner.clean_env(), capture_output=True)
+
+
+@pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))
+def test_a_run_script_passes_any_text_as_one_word(text, tmp_path):
+    marker = tmp_path / "marker"
+    text = text.replace("{marker}", str(marker))
+    _fake_program(tmp_path / "bin", "fake-launcher")
     how = How(
         env=(("ONESTACK_TEST", text),), path=(str(tmp_path / "bin"),), launcher=("fake-launcher", "-n", "{ranks}", text)
     )
-    script = tmp_path / "run.sh"
-    script.write_text(runner.script(problem, how, tmp_path, tmp_path, None))
-    proc = subprocess.run(["bash", str(script)], env=runner.clean_env(), capture_output=True)
+    # A preparing step, and a step after the program, get the text as one word too.
+    step = shlex.join(["fake-launcher", text])
+    proc = _run_script(tmp_path, how, prepare=(step,), after=(step,))
     assert proc.returncode == 0, proc.stderr
     printed = proc.stdout.decode()  # bytes: text mode would turn a \r into a newline
     assert f"env:{text}\n" in printed and f"arg:{text}\n" in printed
@@ -373,32 +378,13 @@ def test_an_emulated_run_hands_glibc_its_tunables(tmp_path):
     emulated CPU and the program's path, and the emulated program glibc's
     tunables (runner.EMULATED_GLIBC_TUNABLES says why)."""
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "qemu-x86_64").write_text('#!/bin/bash\nprintf "arg:%s\\n" "$@"\nprintf "env:%s\\n" "$GLIBC_TUNABLES"\n')
-    (bin_dir / "qemu-x86_64").chmod(0o755)
+    _fake_program(bin_dir, "qemu-x86_64", "GLIBC_TUNABLES")
     _fake_program(bin_dir, "prog")
-    problem = Problem(
-        "app",
-        "case",
-        {
-            "ranks": 2,
-            "ranks_pattern": "x",
-            "command": "prog -in {input}",
-            "prepare": [],
-            "after": [],
-            "env": {},
-            "params": {},
-            "checks": {},
-            "input": "in.txt",
-        },
-    )
-    how = How(path=(str(bin_dir),), emulate="Haswell")
-    script = tmp_path / "run.sh"
-    script.write_text(runner.script(problem, how, tmp_path, tmp_path, None))
-    proc = subprocess.run(["bash", str(script)], env=runner.clean_env(), capture_output=True, text=True)
+    proc = _run_script(tmp_path, How(path=(str(bin_dir),), emulate="Haswell"))
+    printed = proc.stdout.decode()
     assert proc.returncode == 0, proc.stderr
-    assert f"arg:-cpu\narg:Haswell\narg:{bin_dir}/prog\narg:-in\narg:in.txt\n" in proc.stdout, proc.stdout
-    assert f"env:{runner.EMULATED_GLIBC_TUNABLES}\n" in proc.stdout, proc.stdout
+    assert f"arg:-cpu\narg:Haswell\narg:{bin_dir}/prog\narg:-in\narg:in.txt\n" in printed, printed
+    assert f"env:{runner.EMULATED_GLIBC_TUNABLES}\n" in printed, printed
 
 
 def test_a_run_past_its_time_is_killed_with_every_process_it_started(tmp_path, monkeypatch):

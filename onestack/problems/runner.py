@@ -19,8 +19,8 @@ from onestack.problems.problem import Problem, ProblemError, prepare
 TEMPLATES = Path(__file__).parent / "templates"
 # A run that outlives this is killed and fails: no test waits forever.
 TIMEOUT_S = 1800
-# Under qemu, glibc's own routines keep to their SSE versions. With AVX2 in
-# the emulated CPU, glibc picks AVX2 string functions and an AVX memmove,
+# Under qemu, glibc leaves out its own AVX2 routines and its AVX memmove.
+# With AVX2 in the emulated CPU, glibc picks them for its string functions,
 # after which qemu 7.2's TCG ran the program's scalar double arithmetic in
 # its soft-float path: several times slower than under a CPU without AVX2,
 # for the same build (measured: docs/results.md, Build and test times).

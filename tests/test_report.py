@@ -75,6 +75,7 @@ def test_the_report_measures_the_interconnect_of_every_mpi(reduced):
     links = results["interconnect"]
     if "skipped" in links:
         pytest.skip(f"the report's interconnect measurement did not run: {links['skipped']}")
+    assert not links["failed"], f"pairings that failed: {links['failed']}"
     assert set(links["latency_ratios"]) == {p.name for p in imb.pairings()}, links["latency_ratios"]
     crossings = [p for p in imb.pairings() if p.kind != "native"]
     assert len(links["crossing_costs"]) == 2 * len(crossings), links["crossing_costs"]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from onestack import cluster
 from onestack.cluster import config, imb
+from onestack.cluster.config import ClusterError
 from onestack.errors import OnestackError
 from onestack.stack import site
 
@@ -47,8 +48,13 @@ def cmd_status(conf: config.Config) -> None:
 
 
 def cmd_bench(conf: config.Config) -> None:
-    results = imb.benchmark(cluster.attach(conf))
-    print(imb.table(results))
+    measured = imb.benchmark(cluster.attach(conf))
+    print(imb.table(measured.results, measured.failed))
+    if measured.failed:
+        raise ClusterError(
+            f"{len(measured.failed)} of the pairings failed:\n"
+            + "\n".join(f"{name}: {error}" for name, error in measured.failed.items())
+        )
 
 
 COMMANDS = {"up": cmd_up, "env": cmd_env, "down": cmd_down, "status": cmd_status, "bench": cmd_bench}

@@ -251,13 +251,26 @@ def measure(cluster, pairing: Pairing, exe: Path, nodes: int, repeat: Sequence[s
     )
 
 
-def benchmark(cluster, chosen: Optional[Sequence[Pairing]] = None, repeat: Sequence[str] = FULL) -> List[Measurement]:
+@dataclass
+class Benchmark:
+    """The runs of every pairing that ran, and why each other one failed
+    (its build, a run, or a hang ended by its time limit): one pairing's
+    failure never takes the others' figures with it."""
+
+    results: List[Measurement]
+    failed: Dict[str, str]  # pairing -> the error, with the run's output
+
+
+def benchmark(cluster, chosen: Optional[Sequence[Pairing]] = None, repeat: Sequence[str] = FULL) -> Benchmark:
     """Each pairing (default: all) within a node and between two nodes."""
-    results = []
+    measured = Benchmark([], {})
     for pairing in pairings() if chosen is None else chosen:
-        exe = build(pairing.built)
-        results += [measure(cluster, pairing, exe, nodes, repeat) for nodes in (1, 2)]
-    return results
+        try:
+            exe = build(pairing.built)
+            measured.results += [measure(cluster, pairing, exe, nodes, repeat) for nodes in (1, 2)]
+        except ClusterError as err:
+            measured.failed[pairing.name] = str(err)
+    return measured
 
 
 def _row(r: Measurement) -> List[str]:
@@ -289,9 +302,10 @@ HEADER = [
 ]
 
 
-def table(results: Sequence[Measurement]) -> str:
-    """One row per run, then what each run's MPI said of itself, and the
-    ratios: between nodes against within, and each crossing against its native."""
+def table(results: Sequence[Measurement], failed: Optional[Dict[str, str]] = None) -> str:
+    """One row per run, then what each run's MPI said of itself, the ratios
+    (between nodes against within, each crossing against its native), and
+    each pairing that failed with the first line of its error."""
     rows = [HEADER] + [_row(r) for r in results]
     widths = [max(len(row[i]) for row in rows) for i in range(len(HEADER))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
@@ -301,6 +315,7 @@ def table(results: Sequence[Measurement]) -> str:
     for name in dict.fromkeys(r.pairing for r in results):
         lines.append(f"{name}: inter-node latency / intra-node latency = {latency_ratio(results, name):.1f}x")
     lines += crossing_costs(results)
+    lines += [f"FAILED {name}: {error.splitlines()[0]}" for name, error in (failed or {}).items()]
     return "\n".join(lines)
 
 

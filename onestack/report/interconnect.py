@@ -23,18 +23,21 @@ def _cluster(conf: config.Config):
 
 
 def measure(reduced: bool) -> dict:
-    """{"table": printed figures, "results": [...], "latency_ratios": ...}
-    or {"skipped": why} (no cluster here, no benchmark source, no MPI)."""
+    """{"table": printed figures, "results": [...], "latency_ratios": ...,
+    "failed": {pairing: error}} or {"skipped": why} (no cluster here, no
+    benchmark source, no MPI)."""
     try:
         conf = config.load(config.DEFAULT_FILE)
         with _cluster(conf) as running:
-            results = imb.benchmark(running, repeat=imb.REDUCED if reduced else imb.FULL)
+            measured = imb.benchmark(running, repeat=imb.REDUCED if reduced else imb.FULL)
     except OnestackError as err:
         return {"skipped": f"not measured: {err}"}
+    results = measured.results
     ratios = {name: imb.latency_ratio(results, name) for name in dict.fromkeys(r.pairing for r in results)}
     return {
-        "table": imb.table(results),
+        "table": imb.table(results, measured.failed),
         "results": [asdict(r) for r in results],
         "latency_ratios": ratios,
         "crossing_costs": imb.crossing_costs(results),
+        "failed": measured.failed,
     }

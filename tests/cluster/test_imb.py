@@ -47,14 +47,18 @@ def pairings():
 
 
 @pytest.fixture(scope="module")
-def results(virtual_cluster, pairings):
+def benchmarked(virtual_cluster, pairings):
     measured = imb.benchmark(virtual_cluster, list(pairings.values()), imb.REDUCED)
-    print("\n" + imb.table(measured))
+    print("\n" + imb.table(measured.results, measured.failed))
     return measured
 
 
-def _runs(results, name):
-    runs = [r for r in results if r.pairing == name]
+def _runs(benchmarked, name):
+    """The pairing's run within a node and between two; a pairing that
+    failed fails the tests that name it, and only those."""
+    if name in benchmarked.failed:
+        pytest.fail(benchmarked.failed[name], pytrace=False)
+    runs = [r for r in benchmarked.results if r.pairing == name]
     if not runs:
         pytest.skip(_absent(name))
     return (next(r for r in runs if r.nodes == n) for n in (1, 2))
@@ -77,15 +81,15 @@ def _absent(name: str) -> str:
 
 
 @pytest.mark.parametrize("name", NATIVE + STANDARD_ABI + [TRANSLATED])
-def test_one_node_then_two(name, results):
-    within, between = _runs(results, name)
+def test_one_node_then_two(name, benchmarked):
+    within, between = _runs(benchmarked, name)
     assert len(within.hosts) == 2 and len(set(within.hosts)) == 1, f"{name}: ranks on {within.hosts}"
     assert len(set(between.hosts)) == 2, f"{name}: ranks on {between.hosts}"
 
 
 @pytest.mark.parametrize("mpi", NATIVE)
-def test_transport_within_and_between_nodes(mpi, pairings, results):
-    within, between = _runs(results, mpi)
+def test_transport_within_and_between_nodes(mpi, pairings, benchmarked):
+    within, between = _runs(benchmarked, mpi)
     shared_memory = pairings[mpi].runs_on.shared_memory
     if shared_memory:
         assert within.transports and set(" ".join(within.transports).split()) <= set(shared_memory), within
@@ -103,10 +107,10 @@ LATENCY_RATIO_BOUND = 3
 
 
 @pytest.mark.parametrize("mpi", UNNAMED_WITHIN)
-def test_small_messages_are_faster_within_a_node_where_no_transport_is_named(mpi, pairings, results):
+def test_small_messages_are_faster_within_a_node_where_no_transport_is_named(mpi, pairings, benchmarked):
     assert not pairings[mpi].runs_on.shared_memory, f"{mpi} names its shared memory: checked by name above"
-    _runs(results, mpi)
-    ratio = imb.latency_ratio(results, mpi)
+    _runs(benchmarked, mpi)
+    ratio = imb.latency_ratio(benchmarked.results, mpi)
     assert ratio >= LATENCY_RATIO_BOUND, f"{mpi}: inter-node latency only {ratio:.1f}x the intra-node one"
 
 
@@ -122,18 +126,18 @@ def test_the_standard_abi_build_needs_only_libmpi_abi(pairings):
 
 
 @pytest.mark.parametrize("name", STANDARD_ABI)
-def test_one_standard_abi_file_runs_on_each_mpi(name, results):
+def test_one_standard_abi_file_runs_on_each_mpi(name, benchmarked):
     """The same file (one sha256) for every runtime, each run naming its MPI."""
-    within, between = _runs(results, name)
-    programs = {r.program for r in results if r.pairing in STANDARD_ABI}
+    within, between = _runs(benchmarked, name)
+    programs = {r.program for r in benchmarked.results if r.pairing in STANDARD_ABI}
     assert len(programs) == 1, f"the standard-ABI runs used {sorted(programs)}"
     print(f"{name}: {programs.pop()}, sha256 {hashlib.sha256(Path(within.program).read_bytes()).hexdigest()}")
     for run in (within, between):
         assert SERVED_BY[name] in run.library, f"{name} on {run.nodes} node(s) was served by {run.library or '?'}"
 
 
-def test_an_mpich_build_runs_on_open_mpi_through_the_translator(pairings, results):
-    within, between = _runs(results, TRANSLATED)
+def test_an_mpich_build_runs_on_open_mpi_through_the_translator(pairings, benchmarked):
+    within, between = _runs(benchmarked, TRANSLATED)
     assert pairings[TRANSLATED].built.name == "mpich"
     assert within.transports and set(within.transports) <= {"vader"}, within
     assert between.transports == ["tcp"], between

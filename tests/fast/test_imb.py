@@ -1,10 +1,15 @@
 """The Intel MPI Benchmarks' output as onestack/cluster/imb.py reads it:
-IMB-MPI1's tables among an MPI's own log lines, and each crossing of MPIs
-against its native run on the same nodes."""
+IMB-MPI1's tables among an MPI's own log lines, each crossing of MPIs
+against its native run on the same nodes, and a pairing that fails beside
+the others."""
+
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from onestack.cluster import imb
+from onestack.cluster.config import ClusterError
 
 # IMB-MPI1 2021.7's output (PingPong and Allreduce at 8 B, 1 and 4 MiB),
 # with an MPI's log lines between the tables, as verbose settings print them.
@@ -67,3 +72,22 @@ def test_each_crossing_is_set_against_its_native_run_on_the_same_nodes():
         "mpi5>impi (standard ABI) on 2 node(s) against impi: latency 1.00x, 1 MiB bandwidth 0.90x",
     ]
     assert imb.latency_ratio(results, "impi") == pytest.approx(32.0)
+
+
+def test_a_pairing_that_fails_is_named_and_the_others_still_measured(monkeypatch):
+    """A run that hangs until its time limit (seen once: Open MPI through
+    Wi4MPI) fails its own pairing; the pairings after it still run."""
+    hung, fine = (imb.Pairing(SimpleNamespace(name=n), SimpleNamespace(name=n), "native") for n in ("openmpi", "mpich"))
+
+    def measure(cluster, pairing, exe, nodes, repeat):
+        if pairing is hung and nodes == 2:
+            raise ClusterError(f"IMB-MPI1 of {pairing.name} on 2 node(s) failed (exit 143):\nDUE TO TIME LIMIT")
+        return _run(pairing.name, "native", nodes, 1.0, 1000.0)
+
+    monkeypatch.setattr(imb, "build", lambda mpi: Path("/nonexistent") / mpi.name)
+    monkeypatch.setattr(imb, "measure", measure)
+    measured = imb.benchmark(None, [hung, fine], imb.REDUCED)
+    assert [(r.pairing, r.nodes) for r in measured.results] == [("mpich", 1), ("mpich", 2)]
+    assert list(measured.failed) == ["openmpi"] and "DUE TO TIME LIMIT" in measured.failed["openmpi"]
+    table = imb.table(measured.results, measured.failed)
+    assert table.endswith("FAILED openmpi: IMB-MPI1 of openmpi on 2 node(s) failed (exit 143):"), table

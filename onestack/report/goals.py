@@ -226,11 +226,11 @@ def _gain(goal: dict, app: dict, kind: str, missing: str) -> dict:
 
 
 def _gains(rows: List[Side]) -> dict:
-    """The rounds' gains as pairs.interval reads them (ratios: gap = gain - 1);
-    each row's median gain where no round was kept. The rows' rounds are
-    pooled, as the goal is one over its flavors and cases: their differences
-    widen the interval (a verdict errs toward not resolved, never met)."""
-    return pairs.interval([g for r in rows for g in (r.rounds or [r.gain])])
+    """The rounds' gains as pairs.stratified_interval reads them (ratios:
+    gap = gain - 1), one group per flavor and case; a row's median gain where
+    no round was kept. The goal is one over its flavors and cases: their
+    mean, its interval from each row's own spread."""
+    return pairs.stratified_interval([r.rounds or [r.gain] for r in rows])
 
 
 def _judged_gain(goal: dict, rows: List[Side]) -> str:

@@ -82,6 +82,32 @@ def interval(ratios: List[float]) -> Dict[str, float]:
     }
 
 
+def stratified_interval(groups: List[List[float]]) -> Dict[str, float]:
+    """interval() over groups of pairs that differ by design (flavors,
+    cases): the mean of the groups' mean log-ratios, each group weighted
+    alike, and its 95% interval from the spread within each group alone
+    (Welch-Satterthwaite's degrees of freedom, rounded down), since a goal
+    over these flavors is met or not by their mean, and how far one flavor
+    is from another is part of that figure, not noise. With one group, or
+    a group of one pair (no spread of its own), every pair pooled."""
+    if len(groups) < 2 or any(len(g) < 2 for g in groups):
+        return interval([r for g in groups for r in g])
+    logs = [[math.log(r) for r in g] for g in groups]
+    mean = statistics.fmean(statistics.fmean(g) for g in logs)
+    shares = [statistics.variance(g) / len(g) / len(logs) ** 2 for g in logs]
+    spread = sum(shares)
+    half = 0.0
+    if spread > 0:
+        freedom = spread**2 / sum(share**2 / (len(g) - 1) for share, g in zip(shares, logs))
+        half = _T95.get(int(freedom), 1.96) * math.sqrt(spread)
+    return {
+        "gap": math.exp(mean) - 1,
+        "low": math.exp(mean - half) - 1,
+        "high": math.exp(mean + half) - 1,
+        "pairs": sum(len(g) for g in logs),
+    }
+
+
 def resolved(found: Dict[str, float]) -> bool:
     return found["pairs"] >= MIN_PAIRS and (found["high"] - found["low"]) / 2 <= RESOLUTION
 

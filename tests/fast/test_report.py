@@ -136,6 +136,20 @@ def test_the_native_gap_is_the_geometric_mean_of_the_pairs_with_its_interval():
     assert pairs.interval([1.02])["high"] == math.inf, "one pair has no interval"
 
 
+def test_flavors_that_differ_are_judged_on_their_mean_not_on_their_difference():
+    """Two flavors of tight rounds, one 1.5x and one 1.7x: pooled, their
+    difference reads as noise (an interval reaching below 1.5x); by flavor,
+    the mean 1.6x is resolved. With a flavor of one round, all are pooled."""
+    two = [[1.50, 1.51, 1.52], [1.70, 1.71, 1.69]]
+    pooled = pairs.interval([g for flavor in two for g in flavor])
+    assert pooled["low"] < 0.5, pooled
+    by_flavor = pairs.stratified_interval(two)
+    assert math.isclose(by_flavor["gap"], math.sqrt(1.51 * 1.70) - 1, abs_tol=2e-3)
+    assert 0.58 < by_flavor["low"] < by_flavor["high"] < 0.62 and by_flavor["pairs"] == 6, by_flavor
+    assert pairs.stratified_interval([[1.5], [1.7, 1.71]]) == pairs.interval([1.5, 1.7, 1.71])
+    assert pairs.stratified_interval([[1.5, 1.5], [1.7, 1.7]])["low"] == pytest.approx(math.sqrt(1.5 * 1.7) - 1)
+
+
 def _gap(low: float, high: float) -> dict:
     return {
         "native_pairs": [

@@ -38,6 +38,11 @@ from onestack.images import ImageError
 
 PINS = paths.REPO / "setup" / "apptainer-pins.sh"
 BUILD_SECONDS = 1800
+# Every SIF's squashfs at gzip's fastest level: mksquashfs's default, level 9,
+# spent most of an image build's CPU for a few percent of size (measured in
+# docs/results.md#images). gzip, not zstd or xz: every Apptainer and
+# Singularity a desktop user may have, and every kernel, can mount it.
+SQUASHFS_OPTIONS = ("--mksquashfs-args", "-comp gzip -Xcompression-level 1")
 TRANSFER_SECONDS = 900
 RUN_SECONDS = 600
 
@@ -224,7 +229,9 @@ def build(apptainer: Apptainer, definition: Path, image: Path, *, timeout: int =
 
     with files.replacing(image) as partial:
         apptainer.run(
-            ["build", "--fakeroot", "--force", partial, definition.resolve()], cwd=definition.parent, timeout=timeout
+            ["build", "--fakeroot", "--force", *SQUASHFS_OPTIONS, partial, definition.resolve()],
+            cwd=definition.parent,
+            timeout=timeout,
         )
     return image
 

@@ -441,6 +441,7 @@ def build(flavor: Flavor, roots: Dict[str, dict]) -> Path:
                 "build",
                 "--fakeroot",
                 "--force",
+                *apptainer.SQUASHFS_OPTIONS,
                 "--bind",
                 f"{scope.buildcache_dir()}:{BUILDCACHE}",
                 partial,

@@ -607,3 +607,39 @@ def test_an_admin_list_key_matches_its_own_module_only():
     assert not find("qe/openblas-mpichX1.2", key)
     with pytest.raises(render.Refused, match="admin list"):
         render.lua_pattern("qe/a|qe/b")
+
+
+def test_spack_is_started_again_only_when_the_lock_or_its_inputs_changed(tmp_path, monkeypatch):
+    """Concretize and the installed roots ask Spack once; with nothing
+    changed they ask it nothing; a lock edited since, or an install, asks
+    again."""
+    monkeypatch.setenv("ONESTACK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("ONESTACK_PREFIX", str(tmp_path / "prefix"))
+    spack.site_scope().mkdir(parents=True)
+    (spack.site_scope() / "packages.yaml").write_text("packages: {}\n")
+    environment.render(stack.load().select(ci=True), ci=True)
+    started = []
+
+    def fake_run(*args, quiet=False, env=None):
+        started.append(args[0])
+        (site.state_dir() / "spack.lock").write_text(f"solved {len(started)}\n")
+
+    def fake_query(script, *args):
+        started.append(script)
+        return {} if script == "not_buildable" else {"hpl": {"installed": True}}
+
+    monkeypatch.setattr(spack, "run", fake_run)
+    monkeypatch.setattr(spack, "query", fake_query)
+    database = tmp_path / "prefix" / "software" / ".spack-db" / "index.json"
+    database.parent.mkdir(parents=True)
+    database.write_text("{}")
+    for _ in range(2):
+        spack.concretize()
+        assert spack._flavor_roots(["hpl"]) == {"hpl": {"installed": True}}
+    assert started == ["not_buildable", "concretize", "flavor_roots"], started
+    (site.state_dir() / "spack.lock").write_text("edited\n")
+    spack.concretize()
+    assert started[3:] == ["concretize"], started
+    database.write_text('{"installed": 1}')
+    spack._flavor_roots(["hpl"])
+    assert started[4:] == ["flavor_roots"], started

@@ -40,8 +40,9 @@ PINS = paths.REPO / "setup" / "apptainer-pins.sh"
 BUILD_SECONDS = 1800
 # Every SIF's squashfs at gzip's fastest level: mksquashfs's default, level 9,
 # spent most of an image build's CPU for a few percent of size (measured in
-# docs/results.md#images). gzip, not zstd or xz: every Apptainer and
-# Singularity a desktop user may have, and every kernel, can mount it.
+# docs/results.md, Build and test times). gzip, not zstd or xz: every
+# Apptainer and Singularity a desktop user may have, and every kernel, can
+# mount it.
 SQUASHFS_OPTIONS = ("--mksquashfs-args", "-comp gzip -Xcompression-level 1")
 TRANSFER_SECONDS = 900
 RUN_SECONDS = 600

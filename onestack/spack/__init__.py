@@ -127,8 +127,8 @@ def _solved_fingerprint() -> str:
     """The lock and everything its roots were solved from: the rendered
     environment and the recipes' fingerprint."""
     state = site.state_dir()
-    files_ = [state / name for name in ("spack.yaml", "flavors.yaml", NOT_BUILDABLE, "spack.lock")]
-    return recipes_fingerprint() + _digest(files_)
+    solved_from = [state / name for name in ("spack.yaml", "flavors.yaml", NOT_BUILDABLE, "spack.lock")]
+    return recipes_fingerprint() + _digest(solved_from)
 
 
 def _solved_stamp() -> Path:

@@ -41,13 +41,27 @@ def cmd_site(args) -> None:
     print(f"==> site: prefix {paths.prefix()}, fabric {matrix.site.fabric}")
     _check_prefix(paths.prefix())
     mirror.check_obtainable(offline=os.environ.get("ONESTACK_OFFLINE") == "1")
-    # The site's environment includes the rendered flavors: a fresh checkout has
-    # none yet, and Spack refuses the environment (even for `external find`) without them.
-    if not (site.state_dir() / "flavors.yaml").is_file():
-        environment.render(matrix.select())
+    _rendered(matrix)
     scope.write_mirror_config()
     scope.detect_externals()
     scope.install_vendors()
+
+
+def _rendered(matrix) -> None:
+    """The site's environment includes the rendered flavors: a fresh checkout
+    has none yet, and Spack refuses the environment (even for `external
+    find`) without them."""
+    if not (site.state_dir() / "flavors.yaml").is_file():
+        environment.render(matrix.select())
+
+
+def cmd_spack_indexes(args) -> None:
+    """Spack's indexes of the site's package repos, made ahead of the site
+    set-up's first Spack command (tests/run.sh runs this beside its fast
+    tier and apt)."""
+    _rendered(stack.load())
+    took = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in spack.index_repos().items())
+    print(f"==> spack: package repos indexed ({took})")
 
 
 def cmd_signing_key(args) -> None:
@@ -273,6 +287,12 @@ COMMANDS = [
         [FLAVORS],
     ),
     ("site", cmd_site, "set up this machine for the selected site: sources, externals, vendor libraries", []),
+    (
+        "spack-indexes",
+        cmd_spack_indexes,
+        "build Spack's indexes of the site's package repos (else the first Spack command does)",
+        [],
+    ),
     ("signing-key", cmd_signing_key, "the site's image signing key (configured, else made once)", []),
     (
         "mirror",

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, onestack
 
 from onestack import data, paths, spack, stack, status
 
@@ -153,3 +153,16 @@ def test_open_mpi_flavors_get_open_mpis_wrappers(tmp_path):
     assert proc.returncode == 0, proc.stderr
     line = next(out for out in proc.stdout.splitlines() if out.startswith("WRAPPERS"))
     assert line == "WRAPPERS True /usr/bin/mpicc.openmpi /usr/bin/mpif90.openmpi", line
+
+
+def test_the_package_repos_are_indexed_ahead_of_the_site_set_up():
+    """`bin/onestack spack-indexes`, which tests/run.sh runs beside the fast
+    tier: each index of each repo of the environment is in Spack's cache, up
+    to date with the site recipes (Spack brings an older one up to date)."""
+    proc = onestack("spack-indexes", check=True)
+    assert "package repos indexed (providers" in proc.stdout, proc.stdout
+    newest_recipe = max(f.stat().st_mtime for f in (REPO / "packages").rglob("package.py"))
+    for index in spack.REPO_INDEXES:
+        for repo in ("builtin", "onestack"):
+            [kept] = (paths.spack_misc_cache() / index).glob(f"{repo}-*index.json")
+            assert kept.stat().st_mtime >= newest_recipe, f"{kept} is older than the site recipes"

@@ -334,19 +334,18 @@ def write_context(flavor: Flavor, roots: Dict[str, dict]) -> Path:
     return out
 
 
-# The host's index of the recipes (their providers, tags and patches), which
-# Spack builds from all 8,600 of them: copied after the recipes (so newer than
-# any of them), the build stage's Spack reads it instead of building its own
-# (most of a minute on 2 cores). The recipes are the same files: the same
-# commits, the same site repo.
-RECIPE_INDEX = ["providers", "tags", "patches"]
+# The host's index of the recipes (spack.REPO_INDEXES), which Spack builds
+# from all 8,600 of them: copied after the recipes (so newer than any of
+# them), the build stage's Spack reads it instead of building its own (most
+# of a minute on 2 cores). The recipes are the same files: the same commits,
+# the same site repo.
 IMAGE_MISC_CACHE = "/opt/spack-cache"
 
 
 def _recipe_index() -> List[Tuple[Path, str]]:
     """(host folder, folder in the build stage) of each part of the index
     this host has built (none yet: the build stage builds it)."""
-    found = [paths.spack_misc_cache() / part for part in RECIPE_INDEX]
+    found = [paths.spack_misc_cache() / part for part in spack.REPO_INDEXES]
     return [(folder, f"{IMAGE_MISC_CACHE}/{folder.name}") for folder in found if folder.is_dir()]
 
 

@@ -99,6 +99,20 @@ def check_set_up() -> None:
         )
 
 
+# Spack's indexes of the package repos (their virtual providers, tags and
+# patches): folders of its misc cache (paths.spack_misc_cache()).
+REPO_INDEXES = ("providers", "tags", "patches")
+
+
+def index_repos() -> Dict[str, float]:
+    """Spack's indexes of the environment's package repos (providers, tags,
+    patches), kept in its user cache: on a new cache the first Spack command
+    builds them, over a minute of one core (docs/results.md), which `make
+    test` spends beside its fast tier and apt (tests/run.sh). Returns the
+    seconds each took."""
+    return query("repo_indexes", *REPO_INDEXES)
+
+
 def not_buildable() -> None:
     """Write .generated/<site>/not-buildable.yaml (spack.yaml includes it):
     each package a solve could reach and may not build, as `buildable:

@@ -40,10 +40,11 @@ stage "spack (pinned)" bash setup/spack.sh
 # a minute of one core with the other idle (measured: docs/results.md, Build
 # and test times); here that minute passes under three stages that leave a
 # core idle.
+# Its own session: a run stopped early ends Spack's process too.
 indexes_log=$(mktemp)
-bin/onestack spack-indexes >"$indexes_log" 2>&1 &
+setsid bin/onestack spack-indexes >"$indexes_log" 2>&1 &
 indexes_pid=$!
-trap 'kill $indexes_pid 2>/dev/null; rm -f "$indexes_log"' EXIT
+trap 'kill -- -$indexes_pid 2>/dev/null; rm -f "$indexes_log"' EXIT
 spack_indexes() {  # its output, and its exit code
   wait $indexes_pid
   local rc=$?

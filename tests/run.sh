@@ -39,8 +39,7 @@ stage "spack (pinned)" bash setup/spack.sh
 # On a new cache the site set-up's first Spack command would build them, over
 # a minute of one core with the other idle (measured: docs/results.md, Build
 # and test times); here that minute passes under three stages that leave a
-# core idle.
-# Its own session: a run stopped early ends Spack's process too.
+# core idle. In its own session, so that a run stopped early ends Spack too.
 indexes_log=$(mktemp)
 setsid bin/onestack spack-indexes >"$indexes_log" 2>&1 &
 indexes_pid=$!

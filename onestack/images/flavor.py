@@ -336,9 +336,9 @@ def write_context(flavor: Flavor, roots: Dict[str, dict]) -> Path:
 
 # The host's index of the recipes (spack.REPO_INDEXES), which Spack builds
 # from all 8,600 of them: copied after the recipes (so newer than any of
-# them), the build stage's Spack reads it instead of building its own (most
-# of a minute on 2 cores). The recipes are the same files: the same commits,
-# the same site repo.
+# them), the build stage's Spack reads it instead of building its own (over
+# a minute of one core, docs/results.md). The recipes are the same files: the
+# same commits, the same site repo.
 IMAGE_MISC_CACHE = "/opt/spack-cache"
 
 

@@ -175,22 +175,29 @@ def concretize() -> None:
 
 
 def install() -> None:
-    """`spack install` of the environment (two packages at a time: spack.yaml)."""
-    run("install", "--fail-fast")
+    """`spack install --fail-fast` of the environment, two packages at a time
+    (spack.yaml), components.yaml `build_first` first: Spack's installer
+    with the command's defaults, run by inside/install_in_order.py, which
+    says why not by the command itself."""
+    first = stack.load().components["build_first"]
+    said = f"install --fail-fast (started first: {', '.join(first) or 'none named'})"
+    run("python", str(INSIDE_SPACK / "install_in_order.py"), json.dumps(first), said=said)
 
 
-def run(*args: str, quiet: bool = False, env: Optional[Dict[str, str]] = None) -> None:
+def run(*args: str, quiet: bool = False, env: Optional[Dict[str, str]] = None, said: str = "") -> None:
     """Run a Spack command, its output shown (or kept for the error if quiet),
-    in this environment (or in env)."""
+    in this environment (or in env); said is what the log calls it (its
+    arguments unless given)."""
     cmd = command(*args)
-    print(f"==> spack {' '.join(args)}", flush=True)
+    said = said or " ".join(args)
+    print(f"==> spack {said}", flush=True)
     started = time.monotonic()
     proc = subprocess.run(cmd, text=True, capture_output=quiet, env=env)
     if proc.returncode != 0:
         detail = (proc.stdout + proc.stderr)[-4000:] if quiet else ""
-        raise SpackError(f"`spack {' '.join(args)}` failed (exit {proc.returncode})\n{detail}")
+        raise SpackError(f"`spack {said}` failed (exit {proc.returncode})\n{detail}")
     # The build stage's time is mostly the solve's and the installs': each said.
-    print(f"==> spack {args[0]}: {time.monotonic() - started:.0f} s", flush=True)
+    print(f"==> spack {said.split()[0]}: {time.monotonic() - started:.0f} s", flush=True)
 
 
 def query(script: str, *args: str):

@@ -736,6 +736,28 @@ def _translator(name: str, translator: dict, components: dict, site: Site) -> Ru
     )
 
 
+def _package_name(spec: str) -> str:
+    return spec.split()[0].split("@")[0]
+
+
+def _spec_names(tree) -> List[str]:
+    """The packages of every `spec` and `providers` in a tree of the data."""
+    if not isinstance(tree, dict):
+        return []
+    own = [tree["spec"]] if isinstance(tree.get("spec"), str) else []
+    own += list(tree.get("providers", {}).values())
+    return [_package_name(s) for s in own] + [name for value in tree.values() for name in _spec_names(value)]
+
+
+def _check_build_first(file: Path, components: dict, flavors: List[Flavor]) -> None:
+    """Each package build_first names is one the stack builds: a misspelt
+    name would order nothing, and say nothing."""
+    known = {f.app.package for f in flavors} | set(_spec_names(components))
+    for i, spec in enumerate(components["build_first"]):
+        where = "the applications' and components' specs"
+        _check_choice(file, f"build_first[{i}]", _package_name(spec), known, "package", where)
+
+
 def load_matrix(site: Site) -> Matrix:
     """Every flavor of every application of environments/, validated, for the site."""
     env_dir = paths.environments_dir()
@@ -766,4 +788,5 @@ def load_matrix(site: Site) -> Matrix:
         _check_choice(site.file, f"default_flavors.{app}", app, modules, "application", "modules of environments/")
     _check_module_defaults(site, flavors)
     _check_site_versions(site, flavors)
+    _check_build_first(components_file, components, flavors)
     return Matrix(site=site, flavors=tuple(flavors), runtimes=_runtimes(components, site), components=components)

@@ -6,10 +6,11 @@
 # Why not `spack install` itself: when a dependency that many builds wait on
 # is installed (the compiler's runtime), Spack's installer queues them in the
 # order of a Python set, which changes from run to run, and nothing in Spack
-# sets that order. On 2 cores the order decides the stage's time: a build
-# that keeps one core busy (MVAPICH2's autogen and configure, QE's Fortran
-# modules one after another) started last leaves the other core idle
-# (docs/results.md, Build and test times). So the builds go in waves: each
+# sets that order. On 2 cores an order can cost minutes: a build that keeps
+# one core busy (MVAPICH2's autogen and configure, QE's Fortran modules one
+# after another) started last leaves the other core idle (docs/results.md,
+# Build and test times: the slowest runs had started MVAPICH2 last). So the
+# builds go in waves: each
 # wave, every build whose dependencies are all installed, each alone
 # (`--only package`, which queues them in the order given: the first that
 # `build_first` names first). `--only package` cannot take a build and its

@@ -66,7 +66,7 @@ class Application:
     @property
     def package(self) -> str:
         """The Spack package name, e.g. quantum-espresso."""
-        return self.spack.split("@")[0]
+        return _package_name(self.spack)
 
     @property
     def version(self) -> str:

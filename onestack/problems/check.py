@@ -138,9 +138,15 @@ def compare(checks, output, reference=""):
     (`expected`), or against the program's own acceptance bound (`at_most`);
     or the times a line that must not appear does (`absent`); or the
     directions of the vectors a comparison lists (`min_cosine`).
-    A missing value fails; it is never skipped."""
+    A missing value fails; it is never skipped. A check whose
+    `not_checked_when` line the output prints is not judged by that run,
+    and says why."""
     found = []
     for name, how in checks.items():
+        unless = how.get("not_checked_when")
+        if unless and re.search(unless["pattern"], output, re.MULTILINE):
+            found.append(Unchecked(name, unless["why"]))
+            continue
         if "min_cosine" in how:
             complete = bool(re.search(how["complete"], output, re.MULTILINE))
             mismatches = [m.group(0) for m in re.finditer(how.get("mismatch", "(?!)"), output, re.MULTILINE)]

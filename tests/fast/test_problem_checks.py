@@ -130,6 +130,36 @@ def test_an_own_level_check_is_printed_as_not_checked_without_that_build(app, ca
     assert not all(c.passed for c in checks("")), "the line that must be absent passed with the build"
 
 
+# GROMACS's line where its timing counted one AVX-512 FMA unit, as a run of
+# the x86-64-v4 build on the Xeon of docs/results.md printed it (2026-11-30).
+ONE_FMA_UNIT = "    Number of AVX-512 FMA units: 1 (For Intel, AVX2 is faster w/o 2 AVX-512 FMA units)"
+FMA_TIMED = [
+    (case, name)
+    for case, problem in problems.load("gromacs", True).items()
+    for name, how in problem["checks"].items()
+    if "not_checked_when" in how
+]
+
+
+@pytest.mark.parametrize("case,name", FMA_TIMED, ids=[f"gromacs/{c}:{n}" for c, n in FMA_TIMED])
+def test_gromacs_simd_note_is_not_judged_where_its_fma_timing_contradicts_its_cpu_table(case, name):
+    """The note beside a timing that read one FMA unit on a CPU GROMACS's
+    own table gives two: printed as not checked, with why; the same note on
+    a CPU the table gives one fails, as it does without that timing."""
+    how = problems.load("gromacs", True)[case]["checks"][name]
+    output = _perturbed(how, _recorded("gromacs", case)[0])
+    timed = re.sub(r"^ *Number of AVX-512 FMA units:.*$", ONE_FMA_UNIT, output, flags=re.MULTILINE)
+    assert timed != output and "avx512secondFMA" in timed, "record a run on a CPU with AVX-512 (tests/fast/recorded)"
+
+    def verdict(text):
+        return check.compare({name: how}, text)[0]
+
+    excused = verdict(timed)
+    assert isinstance(excused, check.Unchecked) and "timing" in str(excused), str(excused)
+    assert not verdict(timed.replace(" avx512secondFMA", "")).passed, "a CPU with one FMA unit was excused"
+    assert not verdict(output).passed, "the note passed without the timing that excuses it"
+
+
 def test_a_run_that_cannot_match_its_reference_says_why_for_each_check(tmp_path):
     """LAMMPS 2025's SPC/E run (not_checked_on its version): every check is
     printed as not checked with the problem's reason; a 2021 flavor's run of

@@ -227,7 +227,12 @@ def test_each_level_build_this_host_can_run_passes_its_problem_natively(
         )
     builds = built_levels(live_release, stack.load().flavor(module))
     problem = problems.emulation_problem(stack.load().flavor(module).app.module)
-    ran = problems.execute(problem, problems.How(modules=(module,), path=(builds[level],)), tmp_path, init_script)
+    # A build below the host's own level rightly prints what its own_level
+    # checks must not find there (GROMACS's note that AVX-512 might be faster).
+    own = f"x86-64-{host.level()}"
+    below = "" if level == own else f"its {level} build, run by name on this {own} host"
+    how = problems.How(modules=(module,), path=(builds[level],), no_own_level=below)
+    ran = problems.execute(problem, how, tmp_path, init_script)
     checks = ran.checks()
     assert ran.exit == 0 and all(c.passed for c in checks), (
         f"{module}'s {level} build on this host: exit {ran.exit}\n" + "\n".join(map(str, checks)) + ran.printed[-2000:]

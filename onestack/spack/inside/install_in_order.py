@@ -10,12 +10,11 @@
 # one core busy (MVAPICH2's autogen and configure, QE's Fortran modules one
 # after another) started last leaves the other core idle (docs/results.md,
 # Build and test times: the slowest runs had started MVAPICH2 last). So the
-# builds go in waves: each
-# wave, every build whose dependencies are all installed, each alone
-# (`--only package`, which queues them in the order given: the first that
-# `build_first` names first). `--only package` cannot take a build and its
-# dependency in one call (Spack fails to upgrade the dependency's lock):
-# hence waves, not one call.
+# builds go in waves: each wave, every build whose dependencies are all
+# installed, each alone (`--only package`, which queues them in the order
+# given: the first that `build_first` names first). `--only package`
+# cannot take a build and its dependency in one call (Spack fails to upgrade
+# the dependency's lock): hence waves, not one call.
 import argparse
 import json
 import sys

@@ -289,6 +289,7 @@ def write_context(flavor: Flavor, roots: Dict[str, dict]) -> Path:
             setup / "levels.conf",
             flavor=flavor,
             levels=image_builds,
+            rules=dispatch.rules(flavor),
             release="image",
         )
         render.write(

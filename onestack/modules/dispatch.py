@@ -4,7 +4,9 @@ the flavor's builds per x86-64 level it picks from at exec time, on the node
 where the program starts. Written into the release, beside its modules."""
 
 import os
+import re
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Dict, List, Tuple
 
@@ -16,6 +18,13 @@ from onestack.stack.flavors import Flavor
 TEMPLATES = Path(__file__).resolve().parent.parent.parent / "modulefiles" / "templates"
 DISPATCHER_PROGRAM = "onestack-dispatch"
 CHECK = "onestack-cpu-check"
+# The first word of a build's line of levels.conf (the C file's LEVEL_NAMES);
+# its other lines are comments and `at-most` lines.
+TABLE_LEVELS = ("x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4")
+# What onestack-cpu-check prints: the build programs run here, and on a
+# second line the `at-most` line that lowered its level, if one did.
+_CHOICE = re.compile(r"programs here run the (\S+) build in (.+)$", re.M)
+_LOWERED = re.compile(r"^onestack: (\S+: at most .+)$", re.M)
 
 
 class DispatchError(OnestackError):
@@ -34,6 +43,34 @@ def levels(flavor: Flavor, roots: Dict[str, dict]) -> List[Tuple[str, str]]:
         if "\n" in folder or folder != folder.strip():
             raise DispatchError(f"{flavor.module_name}: {folder!r} cannot stand in levels.conf")
     return found
+
+
+def rules(flavor: Flavor) -> List[dict]:
+    """The `at-most` lines of the flavor's table: each CPU model of each
+    class its application's `lower_level_on` names, with that level."""
+    classes = cpus.cpu_classes()
+    return [
+        {"level": level, "cpu_class": name, **model}
+        for name, level in flavor.app.lower_level_on
+        for model in classes[name]["models"]
+    ]
+
+
+def table_levels(table: Path) -> List[str]:
+    """The levels of the builds a levels.conf lists."""
+    words = [line.split(None, 1)[0] for line in table.read_text().splitlines() if line.strip()]
+    return [word for word in words if word in TABLE_LEVELS]
+
+
+def choice_here(entry_bin: Path) -> Tuple[str, str, str]:
+    """The level and bin folder the flavor's programs run on this CPU, and
+    why that level is below the CPU's ("" if it is not), as its own
+    dispatcher reports them (`onestack-cpu-check`, what `module load` runs)."""
+    printed = subprocess.run([str(entry_bin / CHECK)], capture_output=True, text=True, check=True).stdout
+    found, lowered = _CHOICE.search(printed), _LOWERED.search(printed)
+    if not found:
+        raise DispatchError(f"{entry_bin / CHECK}: no choice in {printed!r}")
+    return found.group(1), found.group(2), lowered.group(1) if lowered else ""
 
 
 def _is_elf(file: Path) -> bool:
@@ -66,8 +103,7 @@ def _link(source: Path, target: Path) -> None:
 def published_levels(release: Path, flavor: Flavor) -> List[str]:
     """The levels of the flavor's builds in a release (its levels.conf)."""
     table = bin_dir(release, flavor).parent / "levels.conf"
-    lines = table.read_text().splitlines() if table.is_file() else []
-    return [line.split(None, 1)[0] for line in lines if line.strip() and not line.startswith("#")]
+    return table_levels(table) if table.is_file() else []
 
 
 def without_own_level(release: Path, flavor: Flavor) -> str:
@@ -100,7 +136,13 @@ def write(release: Path, flavor: Flavor, roots: Dict[str, dict]) -> dict:
     for name in [*names, CHECK]:
         _link(dispatcher, folder / "bin" / name)
     render.write(
-        TEMPLATES, "levels.conf.j2", folder / "levels.conf", flavor=flavor, levels=builds, release=release.name
+        TEMPLATES,
+        "levels.conf.j2",
+        folder / "levels.conf",
+        flavor=flavor,
+        levels=builds,
+        rules=rules(flavor),
+        release=release.name,
     )
     return {
         "bin": str(folder / "bin"),

@@ -13,34 +13,27 @@ table of levels) against the no-op started directly, in alternating pairs,
 and that cost per rank set against the job's wall time."""
 
 import os
-import re
 import shutil
 import statistics
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from onestack.modules.dispatch import TABLE_LEVELS, choice_here
+
 STARTS = 400  # alternating pairs of starts: about a second in all
 NOOP = "/bin/true"
-_CHOICE = re.compile(r"programs here run the (\S+) build in (.+)$")
 
 
-def chosen_folder(entry_bin: Path) -> str:
-    """The bin folder the flavor's programs run on this CPU, as its own
-    dispatcher reports it (`onestack-cpu-check`, what `module load` runs)."""
-    printed = subprocess.run([str(entry_bin / "onestack-cpu-check")], capture_output=True, text=True, check=True)
-    found = _CHOICE.search(printed.stdout.strip())
-    if not found:
-        raise ValueError(f"{entry_bin}/onestack-cpu-check: no choice in {printed.stdout!r}")
-    return found.group(2)
-
-
-def _levels(table: Path) -> List[str]:
-    return [
-        line.split()[0] for line in table.read_text().splitlines() if line.strip() and not line.lstrip().startswith("#")
-    ]
+def _scratch_table(table: Path, build: Path) -> str:
+    """The flavor's table with every build's folder the scratch one; its
+    `at-most` lines stay, so that the dispatcher does the same work."""
+    lines = []
+    for line in table.read_text().splitlines():
+        word = line.split(None, 1)[0] if line.strip() else ""
+        lines.append(f"{word} {build}" if word in TABLE_LEVELS else line)
+    return "".join(f"{line}\n" for line in lines)
 
 
 def _spawn_ns(argv: List[str]) -> int:
@@ -63,9 +56,7 @@ def measure(entry_bin: Path, starts: int = STARTS) -> Dict[str, float]:
         entry.mkdir(parents=True)
         shutil.copy(NOOP, build / "true")
         shutil.copy(entry_bin / "onestack-cpu-check", entry / "true")
-        (entry.parent / "levels.conf").write_text(
-            "".join(f"{level} {build}\n" for level in _levels(entry_bin.parent / "levels.conf"))
-        )
+        (entry.parent / "levels.conf").write_text(_scratch_table(entry_bin.parent / "levels.conf", build))
         through, direct = [str(entry / "true")], [str(build / "true")]
         diffs = []
         for i in range(starts):
@@ -88,7 +79,7 @@ def bound(cost: Dict[str, float], ranks: int, job_seconds: float) -> float:
 def same_build(entry_bin: Path, native_bin: str) -> Optional[str]:
     """The folder both run, when the fat flavor's dispatcher picks the
     native twin's own build on this CPU; None when they differ."""
-    chosen = chosen_folder(entry_bin)
+    chosen = choice_here(entry_bin)[1]
     return chosen if os.path.realpath(chosen) == os.path.realpath(native_bin) else None
 
 

@@ -1,10 +1,11 @@
 """The site's CPU generations (environments/cpus.yaml): the baseline every
 package is built for, the x86-64 levels the dispatcher chooses between, and
-the compilers' own multi-path flags derived from the same list."""
+the compilers' own multi-path flags derived from the same list; and the
+classes of CPU models on which an application may run a lower level."""
 
 import functools
 from pathlib import Path
-from typing import List
+from typing import Dict, List
 
 from archspec import cpu as archspec_cpu
 
@@ -18,10 +19,10 @@ QEMU_HIGHEST_LEVEL = "x86-64-v3"
 
 
 @functools.lru_cache(maxsize=None)
-def _generations(file: Path) -> tuple:
-    every = data.load(file, "cpus")["generations"]
-    _check(file, every)
-    return tuple(every)
+def _document(file: Path) -> dict:
+    doc = data.load(file, "cpus")
+    _check(file, doc["generations"])
+    return doc
 
 
 def _check(file: Path, every: List[dict]) -> None:
@@ -44,7 +45,12 @@ def _check(file: Path, every: List[dict]) -> None:
 
 def generations() -> List[dict]:
     """Oldest (the build baseline) first."""
-    return list(_generations(paths.environments_dir() / CPUS_FILE))
+    return list(_document(paths.environments_dir() / CPUS_FILE)["generations"])
+
+
+def cpu_classes() -> Dict[str, dict]:
+    """The classes of CPU models an application's `lower_level_on` names."""
+    return _document(paths.environments_dir() / CPUS_FILE)["cpu_classes"]
 
 
 def baseline_target() -> str:

@@ -62,6 +62,7 @@ class Application:
     levels_build: Tuple[str, ...] = ()  # flavors built for each newer x86-64 level too (make stack)
     levels_ci_build: Tuple[str, ...] = ()  # the part of those a fresh machine's `make test` builds
     accelerators: Tuple[Tuple[str, dict], ...] = ()  # (name, {args, variant, what}) of its accelerated styles
+    lower_level_on: Tuple[Tuple[str, str], ...] = ()  # (cpu class of cpus.yaml, the level its builds stop at there)
 
     @property
     def package(self) -> str:
@@ -574,7 +575,9 @@ def _application(file: Path, doc: dict, site: Site) -> Application:
         levels_build=tuple(doc["levels"]["build"]),
         levels_ci_build=tuple(doc["levels"]["ci_build"]),
         accelerators=tuple(doc["accelerators"].items()),
+        lower_level_on=tuple(doc["lower_level_on"].items()),
     )
+    _check_lower_levels(file, app.lower_level_on)
     _check_variants(file, "variants", app.variants)
     _check_flags(file, "variants", app.variants)
     for key in ("description", "usage"):
@@ -593,6 +596,17 @@ def _application(file: Path, doc: dict, site: Site) -> Application:
             "it must be in levels.build and in ci_build",
         )
     return app
+
+
+def _check_lower_levels(file: Path, lower: Tuple[Tuple[str, str], ...]) -> None:
+    """Each class is one of cpus.yaml, each level one of its generations'
+    below the newest (the dispatcher refuses a level below every build)."""
+    levels = sorted({cpus.level_name(g["x86_64_level"]) for g in cpus.generations()})
+    for name, level in lower:
+        _check_choice(file, "lower_level_on", name, cpus.cpu_classes(), "CPU class", "cpu_classes of cpus.yaml")
+        _check_choice(
+            file, f"lower_level_on.{name}", level, levels[:-1], "level", "a level of cpus.yaml below its newest"
+        )
 
 
 def _load_application(file: Path, components: dict, site: Site) -> List[Flavor]:

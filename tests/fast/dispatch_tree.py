@@ -106,6 +106,31 @@ def records(text: str) -> List[str]:
     return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
+def brand_records(brand: str) -> List[str]:
+    """CPUID leaves 0x80000002-4 as a CPU with that brand string reports
+    them: 48 bytes of ASCII, NUL-padded, four bytes a register, little-endian."""
+    raw = brand.encode("ascii").ljust(48, b"\0")
+    words = [int.from_bytes(raw[i : i + 4], "little") for i in range(0, 48, 4)]
+    return [
+        f"0x{0x80000002 + leaf:08x} 0x00: "
+        + " ".join(f"{reg}=0x{words[4 * leaf + i]:08x}" for i, reg in enumerate(("eax", "ebx", "ecx", "edx")))
+        for leaf in range(3)
+    ]
+
+
+def variant(name: str, out: Path, brand: str = None, signature: int = None) -> Path:
+    """A recorded CPU with another brand string, or another family and model
+    (leaf 1's EAX), written to out: the same CPU in another model's name."""
+    lines = records(case(name).read_text())
+    if brand is not None:
+        lines = [line for line in lines if not line.startswith(("0x80000002", "0x80000003", "0x80000004"))]
+        lines += brand_records(brand)
+    if signature is not None:
+        lines = [re.sub(r"^(0x00000001 0x00: eax=)0x[0-9a-f]{8}", rf"\g<1>0x{signature:08x}", line) for line in lines]
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
 def glibc_hwcaps_level(prefix: List[str] = ()) -> str:
     """The highest glibc-hwcaps level the dynamic loader marks supported on
     this CPU (or under a prefix command such as qemu), x86-64 if none."""

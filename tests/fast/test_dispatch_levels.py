@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from onestack.modules import dispatch
 from onestack.report import start_cost
 from tests.fast import dispatch_tree as tree
 from tests.fast.dispatch_tree import EXIT_BELOW_BASELINE, EXIT_CANNOT_RUN, EXIT_UNDECIDED
@@ -279,6 +280,14 @@ def test_a_build_folder_that_is_the_dispatch_folder_is_refused(stack):
         ("x86-64-v3 /a\nx86-64-v2 /b\n", 2, "x86-64-v2 after x86-64-v3 (line 1): list each level once, lowest first"),
         ("x86-64-v2 /a\n\nx86-64-v2 /b\n", 3, "x86-64-v2 after x86-64-v2 (line 1): list each level once, lowest first"),
         ("x86-64-v2 /" + "a" * 5000 + "\n", 1, "line longer than 4094 characters"),
+        (
+            "x86-64-v2 /a\nat-most x86-64-v3 some_class GenuineIntel 6\n",
+            2,
+            "expected `at-most <level> <class> <vendor> <family> <model> [<brand prefix>]`",
+        ),
+        ("x86-64-v2 /a\nat-most haswell c GenuineIntel 6 0x55\n", 2, "unknown level 'haswell'; allowed: x86-64, "),
+        ("x86-64-v2 /a\nat-most x86-64-v3 c GenuineIntel 6 0x55 " + "B" * 49 + "\n", 2, "a brand prefix longer"),
+        ("x86-64-v2 /a\nat-most x86-64 c GenuineIntel 6 0x55\n", 2, "at most x86-64 (v1) is below the table's lowest"),
     ],
 )
 def test_a_malformed_table_line_is_refused_with_its_file_and_line(text, line, error, stack):
@@ -314,6 +323,62 @@ def test_comments_blanks_tabs_and_folders_with_blanks(tmp_path, built):
     v2, v3 = stack.builds["x86-64-v2"], stack.builds["x86-64-v3"]
     tree.write_table(stack.table.parent, f"  # levels.conf\n\n\tx86-64-v2 \t{v2}  \r\n# v3 next\nx86-64-v3\t{v3}\n")
     assert ran_build(tree.run([stack.entry], env=on("amd/zen4-epyc-genoa", stack))) == "x86-64-v3"
+
+
+# ---- a lower level on some CPU models: the table's `at-most` lines ----
+
+SILVER = "intel/xeon-silver-4114"
+
+
+def at_most(stack, *lines: str) -> None:
+    """The stack's table with `at-most` lines after its builds."""
+    builds = "".join(f"{level} {folder}\n" for level, folder in stack.builds.items())
+    tree.write_table(stack.table.parent, builds + "".join(f"at-most {line}\n" for line in lines))
+
+
+def test_an_at_most_line_lowers_the_level_on_its_cpu_model_and_says_why(stack):
+    at_most(stack, "x86-64-v3 one_fma GenuineIntel 6 0x55 Intel(R) Xeon(R) Silver")
+    proc = tree.run([stack.entry], env=on(SILVER, stack, ONESTACK_CPU_VERBOSE="1"))
+    assert ran_build(proc) == "x86-64-v3"
+    assert f"running the x86-64-v3 build (one_fma: at most x86-64-v3 on this CPU ({stack.table}:4)): " in proc.stderr
+    check = tree.run([stack.bin / tree.CHECK_NAME], env=on(SILVER, stack))
+    assert check.stdout.splitlines()[1] == f"onestack: one_fma: at most x86-64-v3 on this CPU ({stack.table}:4)"
+    forced = tree.run([stack.entry], env=on(SILVER, stack, ONESTACK_CPU_LEVEL="x86-64-v4"))
+    assert ran_build(forced) == "x86-64-v4"
+
+
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("x86-64-v3 c GenuineIntel 6 0x55 Intel(R) Xeon(R) Gold", "x86-64-v4"),  # another brand
+        ("x86-64-v3 c GenuineIntel 6 0x56", "x86-64-v4"),  # another model
+        ("x86-64-v3 c GenuineIntel 15 0x55", "x86-64-v4"),  # another family
+        ("x86-64-v3 c AuthenticAMD 6 0x55", "x86-64-v4"),  # another vendor
+        ("x86-64-v3 c GenuineIntel 6 85", "x86-64-v3"),  # the model in decimal, no brand: any
+        ("x86-64-v3 c GenuineIntel 6 0x55 Intel(R) Xeon(R) Silver 4114 CPU @ 2.20GHz", "x86-64-v3"),  # all of it
+    ],
+)
+def test_an_at_most_line_matches_vendor_family_model_and_brand_start(line, expected, stack):
+    at_most(stack, line)
+    assert ran_build(tree.run([stack.entry], env=on(SILVER, stack))) == expected
+
+
+def test_the_lowest_of_several_matching_lines_wins_and_a_higher_one_lowers_nothing(stack):
+    at_most(stack, "x86-64-v3 a GenuineIntel 6 0x55", "x86-64-v2 b GenuineIntel 6 0x55 Intel(R) Xeon(R)")
+    assert ran_build(tree.run([stack.entry], env=on(SILVER, stack))) == "x86-64-v2"
+    at_most(stack, "x86-64-v4 a GenuineIntel 6 0x55")
+    check = tree.run([stack.bin / tree.CHECK_NAME], env=on(SILVER, stack))
+    assert len(check.stdout.splitlines()) == 1 and "run the x86-64-v4 build" in check.stdout
+
+
+def test_a_brand_line_needs_the_brand_leaves_and_a_table_without_one_reads_none(stack):
+    """The brand string is read only for a table whose lines name one: the
+    older recorded CPUs have no such leaves, and need none."""
+    at_most(stack, "x86-64-v3 c GenuineIntel 6 0x55 Intel(R) Xeon(R) Silver")
+    proc = tree.run([stack.entry], env=on("intel/skylake-avx512", stack))
+    assert proc.returncode == EXIT_UNDECIDED and "no record of CPUID leaf 0x80000002 subleaf 0x00" in proc.stderr
+    at_most(stack, "x86-64-v3 c GenuineIntel 6 0x55")
+    assert ran_build(tree.run([stack.entry], env=on("intel/skylake-avx512", stack))) == "x86-64-v3"
 
 
 # ---- names and links ----
@@ -389,7 +454,7 @@ def test_the_report_finds_the_build_the_dispatcher_runs_and_times_its_start(tmp_
     report's start cost comes from a copy of the same dispatcher and table."""
     one = make_stack(tmp_path, built, levels=("x86-64-v2",))
     chosen = str(one.builds["x86-64-v2"])
-    assert start_cost.chosen_folder(one.bin) == chosen
+    assert dispatch.choice_here(one.bin) == ("x86-64-v2", chosen, "")
     assert start_cost.same_build(one.bin, chosen) == chosen
     assert start_cost.same_build(one.bin, str(tmp_path)) is None
     cost = start_cost.measure(one.bin, starts=40)

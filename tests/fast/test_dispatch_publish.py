@@ -13,24 +13,29 @@ from onestack.spack.environment import DISPATCHER
 from tests.fast import dispatch_tree as tree
 
 
-@pytest.fixture
-def installs(tmp_path):
-    """A dispatcher install and a flavor's builds: x86-64-v2 (its own spec)
-    and x86-64-v3 installed, x86-64-v4 not built; each with a program and a
-    script (scripts run anywhere: not dispatched)."""
-    flavor = stack.load().flavor("hpl/openblas-mpich")
+def lay_out_installs(tmp_path, module: str, installed=(True, True, False)):
+    """A dispatcher install and a flavor's builds, x86-64-v2 (its own spec)
+    and each newer level installed or not, each with the application's
+    program and a script (scripts run anywhere: not dispatched)."""
+    flavor = stack.load().flavor(module)
     (tmp_path / "dispatcher" / "bin").mkdir(parents=True)
     tree.compile_dispatcher(tmp_path / "dispatcher" / "bin")
     probe = tree.compile_c(tree.PROGRAMS / "run_report.c", tmp_path / "probe", "-O1")
     roots = {DISPATCHER: {"prefix": str(tmp_path / "dispatcher"), "installed": True}}
-    for (level, spec), built in zip([("x86-64-v2", flavor.spack_spec), *flavor.levels], (True, True, False)):
+    for (level, spec), built in zip([("x86-64-v2", flavor.spack_spec), *flavor.levels], installed):
         prefix = tmp_path / level
         (prefix / "bin").mkdir(parents=True)
-        shutil.copy(probe, prefix / "bin" / "hpcc")
+        shutil.copy(probe, prefix / "bin" / flavor.app.program)
         (prefix / "bin" / "helper.sh").write_text("#!/bin/sh\necho script\n")
         (prefix / "bin" / "helper.sh").chmod(0o755)
         roots[spec] = {"prefix": str(prefix), "installed": built}
     return flavor, roots
+
+
+@pytest.fixture
+def installs(tmp_path):
+    """HPL's x86-64-v2 and -v3 builds installed, its x86-64-v4 build not."""
+    return lay_out_installs(tmp_path, "hpl/openblas-mpich")
 
 
 def test_entry_points_over_the_installed_builds(installs, tmp_path):
@@ -80,3 +85,47 @@ def test_own_level_checks_are_judged_only_on_the_cpus_own_best_build(installs, t
     monkeypatch.setattr(dispatch.host, "_cpu", lambda: archspec.TARGETS[cpu])
     why = dispatch.without_own_level(tmp_path / "release", flavor)
     assert (why == judged) if not judged else (judged in why), why
+
+
+# GROMACS's own choice of SIMD, in environments/gromacs-2025.yaml
+# (lower_level_on) and cpus.yaml (cpu_classes): AVX2 where an Intel CPU has
+# one AVX-512 FMA unit. Its rule for Skylake-SP and Cascade Lake (model
+# 0x55) goes by the brand string: the recorded Xeon Silver 4114 under the
+# brands of other models of the same CPU.
+@pytest.mark.parametrize(
+    "brand, signature, expected",
+    [
+        (None, None, "x86-64-v3"),  # Xeon Silver 4114, as recorded
+        ("Intel(R) Xeon(R) Bronze 3104 CPU @ 1.70GHz", None, "x86-64-v3"),
+        ("Intel(R) Xeon(R) Gold 5120 CPU @ 2.20GHz", None, "x86-64-v3"),
+        ("Intel(R) Xeon(R) Gold 5220R CPU @ 2.20GHz", None, "x86-64-v3"),
+        ("Intel(R) Xeon(R) W-2104 CPU @ 3.20GHz", None, "x86-64-v3"),
+        ("Intel(R) Xeon(R) D-2141I CPU @ 2.20GHz", None, "x86-64-v3"),
+        ("Intel(R) Xeon(R) Gold 5122 CPU @ 3.60GHz", None, "x86-64-v4"),  # two FMA units: GROMACS's exception
+        ("Intel(R) Xeon(R) Gold 5222 CPU @ 3.80GHz", None, "x86-64-v4"),
+        ("Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz", None, "x86-64-v4"),
+        ("Intel(R) Xeon(R) Platinum 8280 CPU @ 2.70GHz", None, "x86-64-v4"),
+        ("Intel(R) Xeon(R) W-2123 CPU @ 3.60GHz", None, "x86-64-v4"),
+        ("Intel(R) Core(TM) i7-1065G7 CPU @ 1.30GHz", 0x000706E5, "x86-64-v3"),  # Ice Lake client: any brand
+        ("Intel(R) Xeon(R) Processor", 0x000806F8, "x86-64-v4"),  # Sapphire Rapids under KVM: not in the table
+    ],
+)
+def test_gromacs_runs_the_build_its_authors_advise_on_cpus_with_one_avx512_fma_unit(
+    tmp_path, brand, signature, expected
+):
+    flavor, roots = lay_out_installs(tmp_path, "gromacs/openblas-mpich", installed=(True, True, True))
+    dispatch.write(tmp_path / "release", flavor, roots)
+    cpu = tree.variant("intel/xeon-silver-4114", tmp_path / "this.cpuid", brand, signature)
+    bin_dir = dispatch.bin_dir(tmp_path / "release", flavor)
+    proc = tree.run([bin_dir / flavor.app.program], env={"ONESTACK_CPUID_FILE": str(cpu), "ONESTACK_CPU_VERBOSE": "1"})
+    assert proc.returncode == 0, proc.stderr
+    assert f"running the {expected} build" in proc.stderr, proc.stderr
+    lowered = "(one_avx512_fma_unit: at most x86-64-v3 on this CPU (" in proc.stderr
+    assert lowered == (expected == "x86-64-v3"), proc.stderr
+
+
+def test_a_table_without_at_most_lines_for_an_application_that_names_none(installs, tmp_path):
+    flavor, roots = installs
+    dispatch.write(tmp_path / "release", flavor, roots)
+    table = (dispatch.bin_dir(tmp_path / "release", flavor).parent / "levels.conf").read_text()
+    assert not flavor.app.lower_level_on and "at-most" not in table

@@ -19,11 +19,23 @@
  * blanks; the folder is the rest of the line (it may contain blanks, not
  * end in one). <level> is a GCC -march name: x86-64, x86-64-v2, x86-64-v3,
  * x86-64-v4. Blank lines and lines whose first non-blank is '#' are
- * ignored. Anything else is refused with the file and line.
+ * ignored.
+ *
+ * A table may also lower the level on some CPU models, where the
+ * application's own authors advise code below the CPU's level there (e.g.
+ * GROMACS: AVX2 on an Intel CPU with one AVX-512 FMA unit):
+ *   `at-most <level> <class> <vendor> <family> <model> [<brand prefix>]`
+ * On a CPU whose CPUID vendor string (leaf 0), family and model (leaf 1, as
+ * Intel's and AMD's manuals combine the extended fields; decimal or 0x..)
+ * are those, and whose brand string (leaves 0x80000002-4, blanks trimmed)
+ * starts with the prefix (the rest of the line; none: any), the chosen level
+ * is at most <level>; <class> names the rule in messages. The lowest
+ * matching line wins. Anything else is refused with the file and line.
  *
  * What runs: <bin folder of the chosen level>/<program>, with the same
  * arguments (argv[0] as the user typed it) and environment. The chosen level
- * is the highest of the table not above the CPU's level. The CPU's level is
+ * is the highest of the table not above the CPU's level (nor above a
+ * matching `at-most` line's). The CPU's level is
  * read from the CPU itself: CPUID leaves 1, 7 and 0x80000001, and XCR0
  * (xgetbv) for the register state the OS enables, as glibc does for
  * glibc-hwcaps; never /proc/cpuinfo.
@@ -53,11 +65,14 @@
  * Under other names:
  *   onestack-cpu-check            exit 0 and one line on stdout (the CPU's
  *                                 level, the level and folder that programs
- *                                 run here) when a build fits; otherwise the
- *                                 same refusal and exit code as a program
+ *                                 run here) when a build fits, and a second
+ *                                 naming the `at-most` line that lowered the
+ *                                 level, if one did; otherwise the same
+ *                                 refusal and exit code as a program
  *   onestack-dispatch --level     the CPU's level, e.g. x86-64-v3 (no table)
- *   onestack-dispatch --cpuid     the CPUID leaves and XCR0 this file reads,
- *                                 in the ONESTACK_CPUID_FILE format
+ *   onestack-dispatch --cpuid     the CPUID leaves and XCR0 this file reads
+ *                                 (the brand string's too), in the
+ *                                 ONESTACK_CPUID_FILE format
  *
  * Statically linked: no dynamic loader runs before the dispatch, which sits
  * in front of every rank of every job (per spawn of a no-op program, on a
@@ -235,7 +250,15 @@ static const struct feature FEATURES[] = {
 };
 enum { FEATURE_COUNT = sizeof FEATURES / sizeof FEATURES[0] };
 
-struct cpu { unsigned long long reg[REG_COUNT]; int level; };
+/* The level, and the model the table's `at-most` lines match (the brand
+ * string read only for a table that has a line naming one). */
+struct cpu {
+  unsigned long long reg[REG_COUNT];
+  int level;
+  char vendor[13];
+  int family, model;
+  char brand[49];
+};
 
 static int has(const struct cpu *cpu, const struct feature *f) {
   return (cpu->reg[f->reg] & f->bits) == f->bits;
@@ -252,24 +275,58 @@ static int level_of(const struct cpu *cpu) {
   return level;
 }
 
-static struct cpu read_cpu(const struct cpuid_source *src) {
-  struct cpu cpu = {{0}, 0};
-  unsigned max_leaf = query_cpuid(src, 0, 0).eax;
-  if (max_leaf >= 1) cpu.reg[LEAF1_ECX] = query_cpuid(src, 1, 0).ecx;
-  if (max_leaf >= 7) cpu.reg[LEAF7_EBX] = query_cpuid(src, 7, 0).ebx;
+/* Family and model from leaf 1's EAX, the extended fields added as Intel's
+ * and AMD's manuals say (Skylake-SP's 0x00050654: family 6, model 0x55). */
+static void decode_signature(struct cpu *cpu, unsigned eax) {
+  int family = (eax >> 8) & 0xf, model = (eax >> 4) & 0xf;
+  cpu->family = family == 0xf ? family + (int)((eax >> 20) & 0xff) : family;
+  cpu->model = family == 0x6 || family == 0xf ? (int)((eax >> 12) & 0xf0) | model : model;
+}
+
+/* The brand string, 16 bytes a leaf, blanks trimmed at both ends. */
+static void read_brand(const struct cpuid_source *src, struct cpu *cpu) {
+  char raw[49] = {0};
+  for (unsigned i = 0; i < 3; i++) {
+    struct regs r = query_cpuid(src, 0x80000002 + i, 0);
+    memcpy(raw + 16 * i, &r.eax, 4);
+    memcpy(raw + 16 * i + 4, &r.ebx, 4);
+    memcpy(raw + 16 * i + 8, &r.ecx, 4);
+    memcpy(raw + 16 * i + 12, &r.edx, 4);
+  }
+  const char *start = raw + strspn(raw, " ");
+  size_t length = strlen(start);
+  while (length && start[length - 1] == ' ') length--;
+  memcpy(cpu->brand, start, length);
+  cpu->brand[length] = '\0';
+}
+
+static struct cpu read_cpu(const struct cpuid_source *src, int with_brand) {
+  struct cpu cpu;
+  memset(&cpu, 0, sizeof cpu);
+  struct regs leaf0 = query_cpuid(src, 0, 0);
+  memcpy(cpu.vendor, &leaf0.ebx, 4);
+  memcpy(cpu.vendor + 4, &leaf0.edx, 4);
+  memcpy(cpu.vendor + 8, &leaf0.ecx, 4);
+  if (leaf0.eax >= 1) {
+    struct regs leaf1 = query_cpuid(src, 1, 0);
+    cpu.reg[LEAF1_ECX] = leaf1.ecx;
+    decode_signature(&cpu, leaf1.eax);
+  }
+  if (leaf0.eax >= 7) cpu.reg[LEAF7_EBX] = query_cpuid(src, 7, 0).ebx;
   unsigned max_extended = query_cpuid(src, 0x80000000, 0).eax;
   if (max_extended >= 0x80000001) cpu.reg[EXT1_ECX] = query_cpuid(src, 0x80000001, 0).ecx;
   if (cpu.reg[LEAF1_ECX] & (1u << 27)) cpu.reg[XCR0] = query_xcr0(src);
+  if (with_brand && max_extended >= 0x80000004) read_brand(src, &cpu);
   cpu.level = level_of(&cpu);
   return cpu;
 }
 
-static struct cpu detect_cpu(FILE *echo) {
+static struct cpu detect_cpu(FILE *echo, int with_brand) {
   static struct cpuid_source src;
   src.file = setting("ONESTACK_CPUID_FILE");
   src.echo = echo;
   if (src.file) load_records(&src);
-  return read_cpu(&src);
+  return read_cpu(&src, with_brand);
 }
 
 /* What the CPU lacks of a level, e.g. "AVX2, BMI1" (into a static buffer). */
@@ -287,7 +344,39 @@ static const char *missing_for(const struct cpu *cpu, int level) {
 /* ---- the table ---- */
 
 struct build { int level; int line; char bin[PATH_MAX]; };
-struct table { char path[PATH_MAX]; int count; struct build builds[HIGHEST_LEVEL]; };
+/* An `at-most` line: on CPUs of that model, builds up to that level only. */
+struct rule { int level; int line; char class[65]; char vendor[13]; int family, model; char brand[49]; };
+enum { MAX_RULES = 32 };
+struct table {
+  char path[PATH_MAX];
+  int count;
+  struct build builds[HIGHEST_LEVEL];
+  int rule_count;
+  struct rule rules[MAX_RULES];
+};
+
+#define AT_MOST "at-most"
+
+static void parse_rule(struct table *t, const char *fields, int number) {
+  if (t->rule_count == MAX_RULES)
+    fail(EXIT_UNDECIDED, "%s:%d: more than %d `" AT_MOST "` lines", t->path, number, MAX_RULES);
+  struct rule *r = &t->rules[t->rule_count];
+  char level[16];
+  int end = -1;
+  if (sscanf(fields, " %15s %64s %12s %i %i %n", level, r->class, r->vendor, &r->family, &r->model,
+             &end) != 5 || end < 0)
+    fail(EXIT_UNDECIDED, "%s:%d: expected `" AT_MOST " <level> <class> <vendor> <family> <model> [<brand prefix>]`",
+         t->path, number);
+  r->level = level_of_name(level);
+  if (!r->level)
+    fail(EXIT_UNDECIDED, "%s:%d: unknown level '%s'; allowed: x86-64, x86-64-v2, x86-64-v3, x86-64-v4", t->path,
+         number, level);
+  if (strlen(fields + end) >= sizeof r->brand)
+    fail(EXIT_UNDECIDED, "%s:%d: a brand prefix longer than a brand string (48 characters)", t->path, number);
+  strcpy(r->brand, fields + end); /* the caller trimmed the line's end */
+  r->line = number;
+  t->rule_count++;
+}
 
 static void parse_table_line(struct table *t, char *line, int number) {
   char *word = line + strspn(line, " \t");
@@ -297,6 +386,10 @@ static void parse_table_line(struct table *t, char *line, int number) {
   char *end = bin + strlen(bin);
   while (end > bin && strchr(" \t\r\n", end[-1])) *--end = '\0';
   word[word_length] = '\0';
+  if (strcmp(word, AT_MOST) == 0) {
+    parse_rule(t, bin, number);
+    return;
+  }
   int level = level_of_name(word);
   if (!level)
     fail(EXIT_UNDECIDED, "%s:%d: unknown level '%s'; allowed: x86-64, x86-64-v2, x86-64-v3, x86-64-v4",
@@ -327,6 +420,39 @@ static void read_table(struct table *t) {
   if (ferror(in)) fail(EXIT_UNDECIDED, "%s: %s", t->path, strerror(errno));
   fclose(in);
   if (!t->count) fail(EXIT_UNDECIDED, "%s: lists no build (lines `x86-64-v2 <absolute bin folder>`)", t->path);
+  for (int i = 0; i < t->rule_count; i++)
+    if (t->rules[i].level < t->builds[0].level)
+      fail(EXIT_UNDECIDED, "%s:%d: at most %s is below the table's lowest build, %s", t->path, t->rules[i].line,
+           described(t->rules[i].level), LEVEL_NAMES[t->builds[0].level]);
+}
+
+/* Whether a line names a brand prefix: only then is the brand string read. */
+static int names_a_brand(const struct table *t) {
+  for (int i = 0; i < t->rule_count; i++)
+    if (t->rules[i].brand[0]) return 1;
+  return 0;
+}
+
+/* The matching `at-most` line of the lowest level, or NULL. */
+static const struct rule *matching_rule(const struct table *t, const struct cpu *cpu) {
+  const struct rule *lowest = NULL;
+  for (int i = 0; i < t->rule_count; i++) {
+    const struct rule *r = &t->rules[i];
+    if (strcmp(r->vendor, cpu->vendor) == 0 && r->family == cpu->family && r->model == cpu->model &&
+        strncmp(cpu->brand, r->brand, strlen(r->brand)) == 0 && (!lowest || r->level < lowest->level))
+      lowest = r;
+  }
+  return lowest;
+}
+
+/* Why the level is below the CPU's here, for the messages (NULL if it is
+ * not): "one_avx512_fma_unit: at most x86-64-v3 on this CPU (<table>:7)". */
+static const char *lowered(const struct table *t, const struct cpu *cpu) {
+  static char why[PATH_MAX + 128];
+  const struct rule *r = matching_rule(t, cpu);
+  if (!r || r->level >= cpu->level) return NULL;
+  snprintf(why, sizeof why, "%s: at most %s on this CPU (%s:%d)", r->class, described(r->level), t->path, r->line);
+  return why;
 }
 
 /* "x86-64-v2, x86-64-v3": the levels the table offers (static buffer). */
@@ -359,9 +485,11 @@ static const struct build *forced_build(const struct table *t, const struct cpu 
 static const struct build *chosen_build(const struct table *t, const struct cpu *cpu, const char *subject) {
   const char *forced = setting("ONESTACK_CPU_LEVEL");
   if (forced) return forced_build(t, cpu, forced);
+  const struct rule *rule = matching_rule(t, cpu);
+  int limit = rule && rule->level < cpu->level ? rule->level : cpu->level;
   const struct build *best = NULL;
   for (int i = 0; i < t->count; i++)
-    if (t->builds[i].level <= cpu->level) best = &t->builds[i];
+    if (t->builds[i].level <= limit) best = &t->builds[i];
   if (!best)
     fail(EXIT_BELOW_BASELINE, "%s cannot run on this CPU: it is %s, below the stack's baseline %s (it lacks %s); "
          "use a node with a newer CPU", subject, described(cpu->level), LEVEL_NAMES[t->builds[0].level],
@@ -410,7 +538,7 @@ static void check_runnable(const struct table *t, const struct build *b, const c
 }
 
 static void print_level(void) {
-  struct cpu cpu = detect_cpu(NULL);
+  struct cpu cpu = detect_cpu(NULL, 0);
   printf("%s\n", LEVEL_NAMES[cpu.level]);
 }
 
@@ -421,7 +549,7 @@ static int as_dispatcher(int argc, char **argv) {
   }
   if (argc == 2 && strcmp(argv[1], "--cpuid") == 0) {
     printf("# CPUID leaves and XCR0 as onestack-dispatch reads them (onestack-dispatch --cpuid)\n");
-    detect_cpu(stdout);
+    detect_cpu(stdout, 1);
     return 0;
   }
   fail(EXIT_UNDECIDED, "usage: %s --level | --cpuid; to run a program, execute a hard link or copy of this file "
@@ -435,23 +563,29 @@ int main(int argc, char **argv) {
   const char *program = strrchr(exe, '/') + 1;
   if (strcmp(program, DISPATCHER_NAME) == 0) return as_dispatcher(argc, argv);
 
-  struct cpu cpu = detect_cpu(NULL);
   table_path(exe, table.path);
   read_table(&table);
+  struct cpu cpu = detect_cpu(NULL, names_a_brand(&table));
   int check = strcmp(program, CHECK_NAME) == 0;
   const struct build *b = chosen_build(&table, &cpu, check ? "this stack's programs" : program);
+  const char *forced = setting("ONESTACK_CPU_LEVEL"), *why = forced ? NULL : lowered(&table, &cpu);
   if (check) {
     check_runnable(&table, b, NULL, exe);
     printf("onestack: CPU %s; programs here run the %s build in %s\n", described(cpu.level),
            LEVEL_NAMES[b->level], b->bin);
+    if (why) printf("onestack: %s\n", why);
     return 0;
   }
   program_path(b, program, path);
   check_runnable(&table, b, path, exe);
   const char *verbose = setting("ONESTACK_CPU_VERBOSE");
-  if (verbose && strcmp(verbose, "0") != 0)
+  if (verbose && strcmp(verbose, "0") != 0) {
+    static char note[PATH_MAX + 160];
+    if (forced) strcpy(note, " (ONESTACK_CPU_LEVEL)");
+    else if (why) snprintf(note, sizeof note, " (%s)", why);
     fprintf(stderr, "onestack: CPU %s; running the %s build%s: %s\n", described(cpu.level), LEVEL_NAMES[b->level],
-            setting("ONESTACK_CPU_LEVEL") ? " (ONESTACK_CPU_LEVEL)" : "", path);
+            note, path);
+  }
   execv(path, argv);
   fail(EXIT_CANNOT_RUN, "%s: %s (the %s build, %s:%d)", path, strerror(errno), LEVEL_NAMES[b->level], table.path,
        b->line);

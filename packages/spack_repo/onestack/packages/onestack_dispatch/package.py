@@ -26,7 +26,7 @@ class OnestackDispatch(OneCFilePackage):
     homepage = "https://gitlab.com/x86-psABIs/x86-64-ABI"
     url = pathlib.Path(__file__).parent.joinpath(SOURCE).as_uri()
 
-    version("1.0", sha256="be10106b4ecf5225d5c405201fcb9d0963f41521822752cc468e387c7daa7300", expand=False)
+    version("1.1", sha256="734e5a53f301ad6ab02eaab11b5bc52bbf0eeb95bd3ffed03ccb373ea591c7e5", expand=False)
 
     source = SOURCE
     output = join_path("bin", PROGRAM)

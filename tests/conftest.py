@@ -11,7 +11,6 @@ import pytest
 from onestack import paths, problems, stack
 from onestack.modules import dispatch, publish
 from onestack.stack import site
-from tests.fast import dispatch_tree as tree
 
 REPO = paths.REPO
 # Spack reads the install tree from spack.yaml's $ONESTACK_PREFIX: the site's, unless set.
@@ -36,8 +35,7 @@ def run_flavors(app: str = None) -> list:
 
 def built_levels(release: Path, flavor) -> dict:
     """The flavor's builds by level ({level: bin folder}), from its published levels.conf."""
-    table = (dispatch.bin_dir(release, flavor).parent / "levels.conf").read_text()
-    return dict(line.split(None, 1) for line in tree.records(table))
+    return dispatch.table_builds(dispatch.bin_dir(release, flavor).parent / "levels.conf")
 
 
 def flavor_how(module: str, release: Path, **how) -> problems.How:

@@ -56,10 +56,11 @@ def rules(flavor: Flavor) -> List[dict]:
     ]
 
 
-def table_levels(table: Path) -> List[str]:
-    """The levels of the builds a levels.conf lists."""
-    words = [line.split(None, 1)[0] for line in table.read_text().splitlines() if line.strip()]
-    return [word for word in words if word in TABLE_LEVELS]
+def table_builds(table: Path) -> Dict[str, str]:
+    """The builds a levels.conf lists, {level: bin folder}, lowest first
+    (its comments and `at-most` lines left out)."""
+    fields = [line.split(None, 1) for line in table.read_text().splitlines()]
+    return {f[0]: f[1].strip() for f in fields if len(f) == 2 and f[0] in TABLE_LEVELS}
 
 
 def choice_here(entry_bin: Path) -> Tuple[str, str, str]:
@@ -103,7 +104,7 @@ def _link(source: Path, target: Path) -> None:
 def published_levels(release: Path, flavor: Flavor) -> List[str]:
     """The levels of the flavor's builds in a release (its levels.conf)."""
     table = bin_dir(release, flavor).parent / "levels.conf"
-    return table_levels(table) if table.is_file() else []
+    return list(table_builds(table)) if table.is_file() else []
 
 
 def without_own_level(release: Path, flavor: Flavor) -> str:

@@ -615,6 +615,10 @@ def test_spack_is_started_again_only_when_the_lock_or_its_inputs_changed(tmp_pat
     again."""
     monkeypatch.setenv("ONESTACK_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("ONESTACK_PREFIX", str(tmp_path / "prefix"))
+    # The state of this prefix lives in the checkout (.generated/<key>), and
+    # pytest names a tmp_path again once its folder is gone: a lock and its
+    # stamps from an earlier run of this test would answer for this one.
+    shutil.rmtree(site.state_dir(), ignore_errors=True)
     spack.site_scope().mkdir(parents=True)
     (spack.site_scope() / "packages.yaml").write_text("packages: {}\n")
     environment.render(stack.load().select(ci=True), ci=True)

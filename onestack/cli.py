@@ -40,7 +40,7 @@ def cmd_site(args) -> None:
     print(f"==> site: {matrix.site.name} ({data.location(matrix.site.file)}): {matrix.site.description}")
     print(f"==> site: prefix {paths.prefix()}, fabric {matrix.site.fabric}")
     _check_prefix(paths.prefix())
-    mirror.check_obtainable(offline=os.environ.get("ONESTACK_OFFLINE") == "1")
+    mirror.check_obtainable(offline=_offline(args))
     _rendered(matrix)
     scope.write_mirror_config()
     scope.detect_externals()
@@ -104,16 +104,23 @@ def _archive_sources(args) -> list:
     return mirror.archive_sources({**problems.sources({f.app.module for f in _selected(args)}), **imb.source()})
 
 
+def _offline(args) -> bool:
+    """--offline, or ONESTACK_OFFLINE=1 (the README's offline machine): a
+    source the mirror cannot get stops the command before anything builds,
+    where Spack would try its upstream and fail in the middle of the builds."""
+    return getattr(args, "offline", False) or os.environ.get("ONESTACK_OFFLINE") == "1"
+
+
 def cmd_mirror(args) -> None:
     _concretize(args)
-    mirror.fill(require_all=args.offline, rebuild=args.rebuild, extra=_archive_sources(args))
+    mirror.fill(require_all=_offline(args), rebuild=args.rebuild, extra=_archive_sources(args))
 
 
 def cmd_build(args) -> None:
     print(f"==> build host: {host.describe()}")
     _check_baseline()
     _concretize(args)
-    mirror.fill(require_all=args.offline, extra=_archive_sources(args))
+    mirror.fill(require_all=_offline(args), extra=_archive_sources(args))
     spack.install()
 
 
@@ -277,7 +284,7 @@ def cmd_report_path(args) -> None:
 # Each command's arguments: FLAVORS takes app/flavor names (default: each
 # app's build list); the others are switches.
 FLAVORS = ("flavors", "app/flavor names (default: each app's build list)")
-OFFLINE = ("--offline", "a source missing from the mirror is an error, not a download")
+OFFLINE = ("--offline", "a source missing from the mirror is an error, not a download (as ONESTACK_OFFLINE=1)")
 CI_LISTS = ("--ci", "each app's ci_build list, not its build list (as ONESTACK_BUILD_LIST=ci_build)")
 COMMANDS = [
     (

@@ -132,7 +132,7 @@ def _from_git_tag(how: dict, workdir: Path) -> Path:
     """A release archive as GitHub serves it for a tag: `git archive` of the tag
     under <repo>-<version>/, gzipped without a name or time stamp (byte for
     byte, as the sha256 check then confirms)."""
-    clone = _clone(how["clone_variable"], f"tag {how['tag']}")
+    clone = _tagged_clone(how)
     out = workdir / f"{how['prefix'].rstrip('/')}.tar.gz"
     archive = subprocess.Popen(
         ["git", "-C", clone, "archive", "--format=tar", f"--prefix={how['prefix']}", how["tag"]], stdout=subprocess.PIPE
@@ -141,8 +141,19 @@ def _from_git_tag(how: dict, workdir: Path) -> Path:
         subprocess.run(["gzip", "-n"], stdin=archive.stdout, stdout=handle, check=True)
     archive.stdout.close()
     if archive.wait() != 0:
-        raise MirrorError(f"{how['clone_variable']}={clone} has no tag {how['tag']}")
+        raise MirrorError(f"`git archive` of tag {how['tag']} in ${how['clone_variable']}={clone} failed")
     return out
+
+
+def _tagged_clone(how: dict) -> str:
+    """The clone a variable names, which must have the tag."""
+    clone = _clone(how["clone_variable"], f"tag {how['tag']}")
+    tag = subprocess.run(
+        ["git", "-C", clone, "rev-parse", "--verify", "--quiet", f"{how['tag']}^{{commit}}"], capture_output=True
+    )
+    if tag.returncode != 0:
+        raise MirrorError(f"{how['clone_variable']}={clone} has no tag {how['tag']}: set it to a clone that has it")
+    return clone
 
 
 _CANDIDATES = {"debian": _from_debian, "git": _from_git, "git_tag": _from_git_tag}
@@ -159,21 +170,12 @@ def _commit_archive(source: dict, how: dict) -> None:
     submodule), plus each submodule at the commit its parent's
     tree records, from the clone `submodules` names for it."""
     variable, commit = how["clone_variable"], source["commit"]
-    clone = _verified_clone(variable, commit, source["url"])
+    trees = _commit_trees(commit, how, source["url"])
     with tempfile.TemporaryDirectory(dir=paths.cache()) as tmp:
-        tree = Path(tmp) / "spack-src"
-        _extract(variable, clone, commit, tree, [f":(exclude){path}" for path in how["omit"]])
-        pinned = {"": (clone, commit)}
-        for path, origin in sorted(how["submodules"].items()):
-            parent = max((p for p in pinned if not p or path.startswith(p + "/")), key=len)
-            parent_clone, parent_commit = pinned[parent]
-            sub_commit = _gitlink(parent_clone, parent_commit, path[len(parent) :].lstrip("/"), path)
-            omitted = [f":(exclude){o[len(path) + 1 :]}" for o in how["omit"] if o.startswith(path + "/")]
-            if isinstance(origin, dict):
-                _extract_vendored(origin, path, sub_commit, tree / path, omitted)
-                continue
-            pinned[path] = (_verified_clone(origin, sub_commit, f"the submodule {path}"), sub_commit)
-            _extract(origin, pinned[path][0], sub_commit, tree / path, omitted)
+        for path, (tree_variable, clone, treeish) in trees.items():
+            prefix = path + "/" if path else ""
+            omitted = [f":(exclude){o[len(prefix) :]}" for o in how["omit"] if o.startswith(prefix)]
+            _extract(tree_variable, clone, treeish, Path(tmp) / "spack-src" / path, omitted)
         with files.replacing(paths.mirror() / source["mirror_path"]) as partial:
             subprocess.run(["tar", "-czf", str(partial), "-C", tmp, "spack-src"], check=True)
     with_submodules = f" with {len(how['submodules'])} submodules" if how["submodules"] else ""
@@ -183,7 +185,23 @@ def _commit_archive(source: dict, how: dict) -> None:
     )
 
 
-def _extract_vendored(origin: dict, path: str, sub_commit: str, into: Path, omitted: List[str]) -> None:
+def _commit_trees(commit: str, how: dict, what: str) -> Dict[str, tuple]:
+    """Each tree a commit's archive takes, by its path in the archive ("" the
+    top): (variable, clone, tree-ish), every clone verified to hold what it
+    must give, so that set-up finds a wrong clone before anything builds."""
+    trees = {"": (how["clone_variable"], _verified_clone(how["clone_variable"], commit, what), commit)}
+    for path, origin in sorted(how["submodules"].items()):
+        parent = max((p for p in trees if not p or path.startswith(p + "/")), key=len)
+        _, parent_clone, parent_commit = trees[parent]
+        sub_commit = _gitlink(parent_clone, parent_commit, path[len(parent) :].lstrip("/"), path)
+        if isinstance(origin, dict):
+            trees[path] = _vendored_tree(origin, path, sub_commit)
+        else:
+            trees[path] = (origin, _verified_clone(origin, sub_commit, f"the submodule {path}"), sub_commit)
+    return trees
+
+
+def _vendored_tree(origin: dict, path: str, sub_commit: str) -> tuple:
     """A submodule from a repository that vendors it (its own host is one no
     machine here reaches): the vendored folder, admitted only if the vendoring
     commit's records name the very commit the parent pins, so the pin still
@@ -199,7 +217,7 @@ def _extract_vendored(origin: dict, path: str, sub_commit: str, into: Path, omit
             f"{OFFLINE_SOURCES}: submodules: {path}: {origin['records']} of commit {commit} (${variable}) does not "
             f"record {sub_commit} for {name}, the commit the parent pins: not admitted"
         )
-    _extract(variable, clone, f"{commit}:{origin['path']}", into, omitted)
+    return variable, clone, f"{commit}:{origin['path']}"
 
 
 def _verified_clone(variable: str, commit: str, what: str) -> str:
@@ -311,43 +329,45 @@ def _in_mirror(key: str) -> bool:
     return any(any((root / "_source-cache").glob(pattern)) for root in (paths.mirror(), paths.source_cache()))
 
 
-def _obtainable(how: dict) -> str:
-    """How a source will be obtained here, or "" when it cannot be offline."""
+def _obtainable(key: str, how: dict) -> str:
+    """How a source will be obtained here; a MirrorError says why it cannot
+    be, naming what to set (each clone checked to hold what it must give)."""
     kind = next(k for k in ("debian", "git", "git_tag", "git_archive") if k in how)
     if kind == "debian" and "suite" in how[kind]:
         return f"Debian {how[kind]['suite']} (setup/debian-source.sh)"
     if kind == "debian":
         proc = subprocess.run(["apt-cache", "showsrc", how[kind]["package"]], text=True, capture_output=True)
-        return f"apt-get source {how[kind]['package']}" if proc.stdout.strip() else ""
-    variable = how[kind]["clone_variable"]
-    return f"${variable}" if os.environ.get(variable) else ""
+        if not proc.stdout.strip():
+            raise MirrorError(f"apt has no source package {how[kind]['package']}: enable deb-src (make setup does)")
+        return f"apt-get source {how[kind]['package']}"
+    if kind == "git":
+        _verified_clone(how[kind]["clone_variable"], how[kind]["commit"], how["what"])
+    elif kind == "git_tag":
+        _tagged_clone(how[kind])
+    else:
+        _commit_trees(key, how[kind], how["what"])
+    return f"${how[kind]['clone_variable']}"
 
 
 def check_obtainable(offline: bool) -> None:
     """Set-up's table of every source a rebuild needs and how it is obtained:
     from the mirror, from the archive or a clone, else from upstream (online)
-    or, offline, an error naming the variable to set before anything builds."""
+    or, offline, an error naming the variable to set before anything builds
+    (a clone that lacks the commit, tag or submodule it must give included)."""
     missing = []
     print("==> sources a rebuild needs (setup/offline-sources.yaml):")
     for key, how in offline_sources().items():
-        found = "in the mirror" if _in_mirror(key) else _obtainable(how)
-        if not found:
-            variable = next(
-                (v["clone_variable"] for v in how.values() if isinstance(v, dict) and "clone_variable" in v), None
-            )
+        try:
+            found = "in the mirror" if _in_mirror(key) else _obtainable(key, how)
+        except MirrorError as err:
             found = "MISSING" if offline else "from upstream (Spack downloads it)"
-            missing.append(
-                f"{how['what']}: "
-                + (
-                    f"set {variable} to a local git clone of it"
-                    if variable
-                    else "enable deb-src in the apt sources (make setup does)"
-                )
-            )
+            missing.append(f"{how['what']}: {err}")
         print(f"    {how['what'][:72]:72}  {found}")
-    if offline and missing:
+    if missing and offline:
         raise MirrorError(
             "offline (ONESTACK_OFFLINE=1), and these sources cannot be had:\n  "
             + "\n  ".join(missing)
             + "\n  (docs/site-staff/sources.md names each clone)"
         )
+    for reason in missing:
+        print(f"==> from upstream, not from here: {reason}")

@@ -189,3 +189,29 @@ def _archived(tmp_path, source) -> list:
 def _commit_all_new(repo):
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     return _commit_all(repo)
+
+
+def test_set_up_finds_a_clone_that_lacks_a_submodule_before_anything_builds(tmp_path, capsys):
+    """quantum-espresso@7.5.0 offline with ONESTACK_WANNIER90_GIT naming no
+    clone (seen: a fresh run then built for 17 minutes and failed on QE's
+    source): set-up's table checks every clone an archive takes, the
+    submodules' too. Offline that stops set-up naming the variable; online
+    Spack downloads the source, and set-up says why it could not be had here."""
+    _one_commit_repo(tmp_path / "sub")
+    _one_commit_repo(tmp_path / "top")
+    top = _add_submodule(tmp_path / "top", tmp_path / "sub", "external/wannier90")
+    how = {"clone_variable": "TEST_TOP", "omit": {}, "submodules": {"external/wannier90": "TEST_SUB"}}
+    sources = {top: {"what": "quantum-espresso@7.5.0 (a test)", "git_archive": how}}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(mirror, "offline_sources", lambda: sources)
+        mp.setenv("ONESTACK_MIRROR", str(tmp_path / "mirror"))
+        mp.setenv("ONESTACK_SOURCE_CACHE", str(tmp_path / "cache"))
+        mp.setenv("TEST_TOP", str(tmp_path / "top"))
+        mp.setenv("TEST_SUB", str(tmp_path / "nowhere"))
+        with pytest.raises(mirror.MirrorError, match=f"TEST_SUB={tmp_path / 'nowhere'} has no commit"):
+            mirror.check_obtainable(offline=True)
+        mirror.check_obtainable(offline=False)
+        assert "from upstream, not from here: quantum-espresso@7.5.0 (a test): TEST_SUB=" in capsys.readouterr().out
+        mp.setenv("TEST_SUB", str(tmp_path / "sub"))
+        mirror.check_obtainable(offline=True)
+    assert "$TEST_TOP" in capsys.readouterr().out

@@ -14,7 +14,7 @@ override FULL_REBUILD := $(value FULL_REBUILD)
 override PYTEST_ARGS := $(value PYTEST_ARGS)
 export FLAVORS FULL_REBUILD PYTEST_ARGS
 
-.PHONY: setup venv mirror stack test test-fast flavors where rollback bench-modules report report-path images \
+.PHONY: setup setup-spack venv mirror stack test test-fast flavors where rollback bench-modules report report-path images \
 	where-images push-images push-binaries check audit ci-generate cluster cluster-env cluster-down cluster-bench \
 	community
 
@@ -22,14 +22,21 @@ export FLAVORS FULL_REBUILD PYTEST_ARGS
 venv:
 	@bash setup/venv.sh
 
-setup: venv
+setup: setup-spack
+	@bash setup/apptainer.sh
+	@$(ONESTACK) signing-key
+
+# Set-up less Apptainer and the signing key, for what only Spack's commands
+# and the modules need: the pipeline's audit, concretize, build and test
+# jobs, the checks through the live tree. Their runner has no use
+# for minutes of Apptainer's build; beside `make test`'s own build of it
+# (tests/run.sh), the pipeline test's jobs built it a second time.
+setup-spack: venv
 	@$(ONESTACK) host
 	@bash setup/apt.sh
-	@bash setup/apptainer.sh
 	@bash setup/spack.sh
 	@bash setup/node.sh
 	@$(ONESTACK) site
-	@$(ONESTACK) signing-key
 
 mirror: setup
 	@$(ONESTACK) mirror $$FLAVORS
@@ -51,7 +58,7 @@ test-fast: venv
 test:
 	@bash tests/run.sh
 
-flavors: setup
+flavors: setup-spack
 	@$(ONESTACK) flavors
 
 where:
@@ -88,20 +95,20 @@ push-binaries: setup
 	@$(ONESTACK) push-binaries $$FLAVORS
 
 # The community checks (tests/community/checks.yaml) with ReFrame against the live tree.
-community: setup
+community: setup-spack
 	@$(ONESTACK) community
 
 # The test problems of FLAVORS (default: the build lists) through their modules.
-check: setup
+check: setup-spack
 	@$(ONESTACK) check $$FLAVORS
 
 # The pipeline's first stage: data, recipes and .gitlab-ci.yml validated.
-audit: setup
+audit: setup-spack
 	@$(ONESTACK) audit
 
 # The build and test child pipelines (the concretize job runs this); FLAVORS
 # (a pipeline variable) limits them to those flavors, e.g. for a merge request.
-ci-generate: setup
+ci-generate: setup-spack
 	@$(ONESTACK) ci-generate $$FLAVORS $${FULL_REBUILD:+--full-rebuild}
 
 # A virtual Slurm cluster made from this machine (root): a controller on the

@@ -54,6 +54,16 @@ grant_root_capabilities() {
   fi
 }
 
+# One build at a time: a second set-up (a job beside `make test`'s own
+# build of it) waits for the first, then finds its install, where it would
+# build all of it again beside it.
+mkdir -p "$root"
+exec 9>"$root/.lock"
+if ! flock -n 9; then
+  say "waiting for the build another set-up runs ($root/.lock)"
+  flock 9
+fi
+
 if [ "$(installed_version)" = "apptainer version $APPTAINER_VERSION" ]; then
   say "$prefix present ($APPTAINER_VERSION)"
   grant_root_capabilities "$prefix"

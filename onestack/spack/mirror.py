@@ -24,6 +24,10 @@ class MirrorError(OnestackError):
     pass
 
 
+class CloneUnset(MirrorError):
+    """No clone named for a source: online, Spack downloads it (nothing to say)."""
+
+
 def offline_sources() -> Dict[str, dict]:
     return data.load(paths.data_root() / OFFLINE_SOURCES, "offline-sources")
 
@@ -112,7 +116,7 @@ def _clone(variable: str, what: str) -> str:
     """The local git clone an environment variable names (never a path in the project)."""
     clone = os.environ.get(variable)
     if not clone:
-        raise MirrorError(f"set {variable} to a local git clone that has {what}")
+        raise CloneUnset(f"set {variable} to a local git clone that has {what}")
     return clone
 
 
@@ -361,7 +365,8 @@ def check_obtainable(offline: bool) -> None:
             found = "in the mirror" if _in_mirror(key) else _obtainable(key, how)
         except MirrorError as err:
             found = "MISSING" if offline else "from upstream (Spack downloads it)"
-            missing.append(f"{how['what']}: {err}")
+            if offline or not isinstance(err, CloneUnset):
+                missing.append(f"{how['what']}: {err}")
         print(f"    {how['what'][:72]:72}  {found}")
     if missing and offline:
         raise MirrorError(

@@ -196,7 +196,8 @@ def test_set_up_finds_a_clone_that_lacks_a_submodule_before_anything_builds(tmp_
     clone (seen: a fresh run then built for 17 minutes and failed on QE's
     source): set-up's table checks every clone an archive takes, the
     submodules' too. Offline that stops set-up naming the variable; online
-    Spack downloads the source, and set-up says why it could not be had here."""
+    Spack downloads the source, and set-up says why a named clone could not
+    serve it."""
     _one_commit_repo(tmp_path / "sub")
     _one_commit_repo(tmp_path / "top")
     top = _add_submodule(tmp_path / "top", tmp_path / "sub", "external/wannier90")
@@ -212,6 +213,11 @@ def test_set_up_finds_a_clone_that_lacks_a_submodule_before_anything_builds(tmp_
             mirror.check_obtainable(offline=True)
         mirror.check_obtainable(offline=False)
         assert "from upstream, not from here: quantum-espresso@7.5.0 (a test): TEST_SUB=" in capsys.readouterr().out
+        mp.delenv("TEST_SUB")
+        mirror.check_obtainable(offline=False)
+        assert "not from here" not in capsys.readouterr().out, "online, a clone nobody named is no news"
+        with pytest.raises(mirror.MirrorError, match="set TEST_SUB to a local git clone"):
+            mirror.check_obtainable(offline=True)
         mp.setenv("TEST_SUB", str(tmp_path / "sub"))
         mirror.check_obtainable(offline=True)
     assert "$TEST_TOP" in capsys.readouterr().out

@@ -48,6 +48,7 @@ EXTERNAL_NAMES = {
     "regen-files.sh": "libFLAME's maintainers' script",
     "cc.sh": "Spack's compiler wrapper",
     "mirrors.yaml": "a section file of Spack's configuration scopes",
+    "ompi_mpi_init.c": "Open MPI's MPI_Init, where a crash of Debian's Open MPI 4.1.4 was traced",
 }
 # Where CI's time budget is stated (the one place).
 BUDGET_PAGE = "docs/site-staff/ci.md"

@@ -104,6 +104,7 @@ def write_files(config: Config) -> None:
         nodes=config.nodes,
     )
     _render("slurm.conf.j2", config.slurm_conf, slurmctld_port=_free_port(), hardware=machine_hardware(), **values)
+    _render("mpi.conf.j2", config.slurm_conf.with_name("mpi.conf"), **values)
     _render("hosts.j2", config.workdir / "hosts", **values)
     _render("env.sh.j2", config.env_file, settings=login_settings(config), **values)
     topology = _run(["lstopo-no-graphics", "--of", "xml"]).stdout

@@ -1,4 +1,4 @@
-"""Slurm on the virtual cluster: its files (slurm.conf, hosts, each node's
+"""Slurm on the virtual cluster: its files (slurm.conf, mpi.conf, hosts, each node's
 topology and boot id), its daemons (munged and slurmctld on the host, one
 slurmd per node namespace), and the client commands users and tests run."""
 

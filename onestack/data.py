@@ -151,27 +151,61 @@ YAML_TYPES = {
 }
 
 
+def _additional_properties(err: jsonschema.ValidationError) -> str | None:
+    if "properties" not in err.schema:
+        return None
+    return f"{err.message}; allowed keys: {', '.join(err.schema['properties'])}"
+
+
+def _one_of(err: jsonschema.ValidationError) -> str | None:
+    if not all("required" in s for s in err.validator_value):
+        return None
+    # jsonschema would print the whole mapping; name each choice's keys instead.
+    shared = err.schema.get("required", [])
+    choices = [" with ".join(k for k in s["required"] if k not in shared) for s in err.validator_value]
+    return f"needs exactly one of: {', '.join(dict.fromkeys(choices))}"
+
+
+def _dependent_required(err: jsonschema.ValidationError) -> str:
+    given, needed = next(
+        (k, m) for k, ms in err.validator_value.items() if k in err.instance for m in ms if m not in err.instance
+    )
+    what = err.schema.get("properties", {}).get(needed, {}).get("title", "")
+    return f"'{given}' needs '{needed}' beside it" + (f": {what}" if what else "")
+
+
+def _type(err: jsonschema.ValidationError) -> str | None:
+    if not isinstance(err.validator_value, str):
+        return None
+    return f"{err.message}; write it as {YAML_TYPES.get(err.validator_value, err.validator_value)}"
+
+
+def _max_length(err: jsonschema.ValidationError) -> str:
+    return f"{err.message}: at most {err.validator_value} characters ({err.schema.get('description', '')})"
+
+
+def _titled(err: jsonschema.ValidationError) -> str | None:
+    title = err.schema.get("title") if isinstance(err.schema, dict) else None
+    return f"{err.message} ({title})" if title else None
+
+
+# What a site engineer is told for each kind of schema rule broken, where
+# jsonschema's own message alone does not say what to write instead.
+_MESSAGES = {
+    "additionalProperties": _additional_properties,
+    "oneOf": _one_of,
+    "dependentRequired": _dependent_required,
+    "type": _type,
+    "maxLength": _max_length,
+    "pattern": _titled,
+    "enum": _titled,
+}
+
+
 def _message(err: jsonschema.ValidationError) -> str:
     """jsonschema's message, said the way a site engineer can act on."""
-    if err.validator == "additionalProperties" and "properties" in err.schema:
-        return f"{err.message}; allowed keys: {', '.join(err.schema['properties'])}"
-    if err.validator == "oneOf" and all("required" in s for s in err.validator_value):
-        # jsonschema would print the whole mapping; name each choice's keys instead.
-        shared = err.schema.get("required", [])
-        choices = [" with ".join(k for k in s["required"] if k not in shared) for s in err.validator_value]
-        return f"needs exactly one of: {', '.join(dict.fromkeys(choices))}"
-    if err.validator == "dependentRequired":
-        given, needed = next(
-            (k, m) for k, ms in err.validator_value.items() if k in err.instance for m in ms if m not in err.instance
-        )
-        what = err.schema.get("properties", {}).get(needed, {}).get("title", "")
-        return f"'{given}' needs '{needed}' beside it" + (f": {what}" if what else "")
-    if err.validator == "type" and isinstance(err.validator_value, str):
-        return f"{err.message}; write it as {YAML_TYPES.get(err.validator_value, err.validator_value)}"
-    if err.validator == "maxLength":
-        return f"{err.message}: at most {err.validator_value} characters ({err.schema.get('description', '')})"
-    title = err.schema.get("title") if isinstance(err.schema, dict) else None
-    return f"{err.message}" + (f" ({title})" if title and err.validator in ("pattern", "enum") else "")
+    said = _MESSAGES.get(err.validator)
+    return (said(err) if said else None) or err.message
 
 
 def validate(file: Path, data: Any, schema_name: str) -> None:

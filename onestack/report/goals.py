@@ -77,27 +77,33 @@ def flavor_over(goal: dict, app: dict, peak: dict) -> dict:
     its accelerated styles, or a hybrid flavor's threads) is than the yardstick's best (the reference
     build, or a baseline in any of its styles): the geometric mean over the
     headline cases, with its interval from the rounds they ran side by side."""
-    rows = []
-    for name, case in _headline(app["cases"]).items():
-        how = case["figures"].get(goal["figure"])
-        ran = [r for r in case["results"] if goal["figure"] in r["figures"]]
-        best = [r for r in ran if r["kind"] in ("flavor", "accelerated", "threaded")]
-        yardstick = [r for r in ran if r["kind"] == goal["versus"] or r.get("baseline") == goal["versus"]]
-        if best and yardstick and how:
-            ours, theirs = (_best(runs, goal["figure"], how["better"]) for runs in (best, yardstick))
-            rows.append(
-                _side(f"{ours['label']} over {theirs['label']} on {name}:", name, theirs, ours, goal["figure"], how)
-            )
+    rows = [row for name, case in _headline(app["cases"]).items() if (row := _flavor_row(goal, name, case))]
     if not rows:
-        failed = [
-            r["error"]
-            for case in app["cases"].values()
-            for r in case["results"]
-            if r.get("baseline") == goal["versus"] and r["error"]
-        ]
-        why = f"{goal['versus']} failed its check: {failed[0]}" if failed else f"{goal['versus']} was not measured"
-        return {"figure": "-", "verdict": f"not measured: {why}"}
+        return {"figure": "-", "verdict": f"not measured: {_yardstick_missing(goal, app)}"}
     return {"figure": _gains_shown(rows), "verdict": _judged_gain(goal, rows)}
+
+
+def _flavor_row(goal: dict, name: str, case: dict) -> dict | None:
+    """One headline case's best path of the stack against the yardstick's
+    best, or None where either did not run."""
+    how = case["figures"].get(goal["figure"])
+    ran = [r for r in case["results"] if goal["figure"] in r["figures"]]
+    best = [r for r in ran if r["kind"] in ("flavor", "accelerated", "threaded")]
+    yardstick = [r for r in ran if r["kind"] == goal["versus"] or r.get("baseline") == goal["versus"]]
+    if not (best and yardstick and how):
+        return None
+    ours, theirs = (_best(runs, goal["figure"], how["better"]) for runs in (best, yardstick))
+    return _side(f"{ours['label']} over {theirs['label']} on {name}:", name, theirs, ours, goal["figure"], how)
+
+
+def _yardstick_missing(goal: dict, app: dict) -> str:
+    failed = [
+        r["error"]
+        for case in app["cases"].values()
+        for r in case["results"]
+        if r.get("baseline") == goal["versus"] and r["error"]
+    ]
+    return f"{goal['versus']} failed its check: {failed[0]}" if failed else f"{goal['versus']} was not measured"
 
 
 def _best(runs: List[dict], figure: str, better: str) -> dict:

@@ -239,21 +239,11 @@ def installed(selected: List[Flavor]) -> Tuple[List[Flavor], Dict[str, dict]]:
     not built here is left out, and said so, as is a runtime `make test`
     does not build (components.yaml `ci_build`); another runtime missing is
     an error."""
-    wanted = {f.spack_spec: f.module_name for f in selected}
     every_runtime = stack.load().runtimes
-    runtimes = {r.spec: r.module_name for r in every_runtime}
-    runtimes[DISPATCHER] = "the CPU dispatcher (onestack-dispatch)"
-    runtimes.update({p: f"{p}, preloaded by flavors (components.yaml `preload`)" for p in preload_packages(selected)})
+    runtimes = _runtimes(every_runtime, selected)
     levels = [spec for f in selected for _, spec in f.levels]
-    roots = _flavor_roots(list(wanted) + list(runtimes) + levels)
-    optional = {r.spec for r in every_runtime if not r.ci_build}
-    for spec, module in runtimes.items():
-        if roots.get(spec) and roots[spec]["installed"]:
-            continue
-        if spec not in optional:
-            raise SpackError(f"{module}: not installed; run `make stack` to build it")
-        roots.pop(spec, None)
-        print(f"==> {module} is not built here, left out (`make stack` builds it)")
+    roots = _flavor_roots(list(dict.fromkeys(f.spack_spec for f in selected)) + list(runtimes) + levels)
+    _drop_optional_runtimes(roots, runtimes, {r.spec for r in every_runtime if not r.ci_build})
     built = [f for f in selected if roots.get(f.spack_spec) and roots[f.spack_spec]["installed"]]
     for flavor in selected:
         if flavor not in built:
@@ -264,3 +254,24 @@ def installed(selected: List[Flavor]) -> Tuple[List[Flavor], Dict[str, dict]]:
     if not built:
         raise SpackError("none of the selected flavors is built: run `make stack`")
     return built, roots
+
+
+def _runtimes(every_runtime: list, selected: List[Flavor]) -> Dict[str, str]:
+    """What every flavor's module may load besides its own build, by spec:
+    the MPI runtimes, the dispatcher and the preloaded libraries."""
+    runtimes = {r.spec: r.module_name for r in every_runtime}
+    runtimes[DISPATCHER] = "the CPU dispatcher (onestack-dispatch)"
+    runtimes.update({p: f"{p}, preloaded by flavors (components.yaml `preload`)" for p in preload_packages(selected)})
+    return runtimes
+
+
+def _drop_optional_runtimes(roots: Dict[str, dict], runtimes: Dict[str, str], optional: set) -> None:
+    """Leave out of roots, and say so, a runtime not installed that `make
+    test` does not build; any other runtime missing is an error."""
+    for spec, module in runtimes.items():
+        if roots.get(spec) and roots[spec]["installed"]:
+            continue
+        if spec not in optional:
+            raise SpackError(f"{module}: not installed; run `make stack` to build it")
+        roots.pop(spec, None)
+        print(f"==> {module} is not built here, left out (`make stack` builds it)")

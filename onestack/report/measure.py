@@ -287,12 +287,8 @@ def measure_case(
     for i in range(repeats + (1 if warmup else 0)):
         counted = not (warmup and i == 0)
         order = [c for c in round_order(runs, i) if c["name"] not in errors]
-        print(
-            f"==> report: {problem.case}: "
-            f"{'warm-up round' if not counted else f'round {i + 1 - warmup} of {repeats}'}"
-            f" ({', '.join(c['label'] for c in order)})",
-            flush=True,
-        )
+        which = f"round {i + 1 - warmup} of {repeats}" if counted else "warm-up round"
+        print(f"==> report: {problem.case}: {which} ({', '.join(c['label'] for c in order)})", flush=True)
         for c in order:
             outcome, error = run_once(init, c, problem, casedir / c["name"].replace("/", "_") / f"run{i}")
             if error:  # a broken contestant is reported, the others still measured
@@ -301,16 +297,13 @@ def measure_case(
                 found = figures(problem, outcome.output)
                 for name in problem["figures"]:
                     samples[c["name"]].setdefault(name, []).append(found.get(name))
-    return [
-        {
-            **c,
-            "error": errors.get(c["name"]),
-            "figures": {}
-            if c["name"] in errors
-            else {name: _summary(v) for name, v in samples[c["name"]].items() if any(x is not None for x in v)},
-        }
-        for c in runs
-    ]
+    return [_measured(c, errors.get(c["name"]), samples[c["name"]]) for c in runs]
+
+
+def _measured(contestant: dict, error: Optional[str], samples: Dict[str, List[Optional[float]]]) -> dict:
+    """A contestant with its error or the summary of each figure it printed."""
+    summaries = {name: _summary(v) for name, v in samples.items() if any(x is not None for x in v)}
+    return {**contestant, "error": error, "figures": {} if error else summaries}
 
 
 def _summary(rounds: List[Optional[float]]) -> dict:

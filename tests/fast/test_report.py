@@ -464,3 +464,24 @@ def test_a_standard_abi_flavor_is_set_against_the_native_build_of_the_mpi_that_s
     impi = next(r for r in matrix.runtimes if r.name == "impi")
     natives = [f.module_name for f in matrix.flavors if f.published and measure._native_on(f, abi_build, impi)]
     assert natives == ["hpl/openblas-impi"]
+
+
+def test_each_round_runs_every_contestant_and_a_broken_one_is_reported(monkeypatch, tmp_path):
+    """The warm-up round is not counted, each counted round gives each
+    contestant one value of each figure (a pair across contestants), and a
+    contestant that fails is reported with its error while the others are
+    still measured."""
+    bench = problems.load("gromacs", benchmarks=True)["bench_pme"]
+    rates = {"fast": iter(["9", "50", "52"]), "slow": iter(["9", "30", "31"])}
+
+    def run_once(init, contestant, problem, rundir):
+        if contestant["name"] == "broken":
+            return None, "energy off"
+        return type("Outcome", (), {"output": f"Performance:  {next(rates[contestant['name']])}\n"})(), None
+
+    monkeypatch.setattr(measure, "run_once", run_once)
+    contestants = [{"name": n, "label": n} for n in ("fast", "broken", "slow")]
+    fast, broken, slow = measure.measure_case(tmp_path, contestants, bench, tmp_path, repeats=2, warmup=True)
+    assert fast["figures"]["ns_per_day"]["rounds"] == [50, 52] and fast["figures"]["ns_per_day"]["median"] == 51
+    assert slow["figures"]["ns_per_day"]["rounds"] == [30, 31] and slow["error"] is None
+    assert broken == {"name": "broken", "label": "broken", "error": "energy off", "figures": {}}

@@ -192,12 +192,7 @@ def make(reduced: bool, only: Optional[List[str]] = None) -> Path:
         f"{measured_peak['cores']} cores; {len(measured_peak['samples'])} samples before and after the runs: "
         f"median {measured_peak['median']:.1f}, min {measured_peak['min']:.1f})"
     )
-    for a in apps:
-        for case, measured in a["cases"].items():
-            measured["charts"] = [
-                page.chart(out, a["app"], case, name, how, measured["results"], measured_peak)
-                for name, how in measured["figures"].items()
-            ]
+    _chart(out, apps, measured_peak)
     judged = goals.judge(apps, measured_peak)
     links = interconnect.measure(reduced)
     print(
@@ -224,11 +219,26 @@ def make(reduced: bool, only: Optional[List[str]] = None) -> Path:
             default=str,
         )
     )
+    _print_verdicts(judged, apps, cpu)
+    print(f"==> report: {out / 'index.html'}")
+    return out
+
+
+def _chart(out: Path, apps: List[dict], measured_peak: dict) -> None:
+    """Each case's chart of each figure, against the measured peak."""
+    for a in apps:
+        for case, measured in a["cases"].items():
+            measured["charts"] = [
+                page.chart(out, a["app"], case, name, how, measured["results"], measured_peak)
+                for name, how in measured["figures"].items()
+            ]
+
+
+def _print_verdicts(judged: List[dict], apps: List[dict], cpu: str) -> None:
+    """The goals' verdicts and each application's fastest flavor, for the log."""
     for goal in judged:
         print(f"==> report: goal {goal['goal']}: {goal['figure']} [{goal['verdict']}]")
     for a in apps:
         print(f"==> report: fastest {a['app']} flavor: {a['fastest']} ({a['default_note']})")
         if a["default_measured_elsewhere"]:
             print(f"==> report: {a['app']}: {a['default_measured_elsewhere']} ({cpu})")
-    print(f"==> report: {out / 'index.html'}")
-    return out

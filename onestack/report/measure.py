@@ -27,31 +27,11 @@ def contestants(published: List[str]) -> List[dict]:
     build (run from its prefix, with a published flavor of the same MPI
     loaded for the MPI), and each baseline."""
     matrix = stack.load()
-    runs = []
     release = publish.current_release()
-    for m in published:
-        how = How(modules=(m,), no_own_level=dispatch.without_own_level(release, matrix.flavor(m)))
-        flavor = matrix.flavor(m)
-        runs.append(
-            {
-                "name": m,
-                "label": m,
-                "app": flavor.app.module,
-                "how": how,
-                "kind": "flavor",
-                "version": flavor.app.version,
-                "hybrid": flavor.threads != "none",
-                "not_checked": _not_checked(flavor),
-            }
-        )
-        runs += _accelerated(matrix.flavor(m), how)
-        runs += _threaded(matrix.flavor(m), how)
-        runs += _on_runtimes(matrix.flavor(m), published)
-        runs += _without_preload(matrix.flavor(m))
-        runs += _lower_levels(matrix.flavor(m))
+    runs = [run for m in published for run in _flavor_runs(matrix.flavor(m), release, published)]
+    runs += _baselines(matrix.flavors)
     extra = [f for f in matrix.flavors if not f.published]
     roots = spack.query("flavor_roots", json.dumps([f.spack_spec for f in extra])) if extra else {}
-    runs += _baselines(matrix.flavors)
     for build in extra:
         root = roots.get(build.spack_spec)
         host = next((m for m in published if _same_mpi(matrix.flavor(m), build)), None)
@@ -73,6 +53,29 @@ def contestants(published: List[str]) -> List[dict]:
             run["of"] = build.twin_of
         runs.insert(names.index(run["of"]) + 1 if run.get("of") in names else len(runs), run)
     return runs
+
+
+def _flavor_runs(flavor: Flavor, release: Path, published: List[str]) -> List[dict]:
+    """A published flavor as users load it, then each second run of it."""
+    how = How(modules=(flavor.module_name,), no_own_level=dispatch.without_own_level(release, flavor))
+    itself = {
+        "name": flavor.module_name,
+        "label": flavor.module_name,
+        "app": flavor.app.module,
+        "how": how,
+        "kind": "flavor",
+        "version": flavor.app.version,
+        "hybrid": flavor.threads != "none",
+        "not_checked": _not_checked(flavor),
+    }
+    return [
+        itself,
+        *_accelerated(flavor, how),
+        *_threaded(flavor, how),
+        *_on_runtimes(flavor, published),
+        *_without_preload(flavor),
+        *_lower_levels(flavor),
+    ]
 
 
 def _beside(flavor: Flavor, suffix: str, label: str, kind: str, how: How, **more) -> dict:

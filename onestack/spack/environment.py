@@ -64,6 +64,19 @@ def write_manifest(state: Path) -> Path:
     return files.write_text(state / "spack.yaml", header + yaml.safe_dump(manifest, sort_keys=False, width=200))
 
 
+def _hidden(selected: List[Flavor], preloads: List[str]) -> List[str]:
+    """The builds that are built, never offered, so Spack writes no module of
+    them: the benchmark-only builds, the level builds (reached through the
+    dispatcher), the dispatcher and the preloaded libraries."""
+    hidden = [
+        f"{f.app.package} target={host.target()}" if f.native else next(iter(f.projection()))
+        for f in selected
+        if not f.published
+    ]
+    hidden += sorted({f"{f.app.package} target={target}" for f in selected for _, target in cpus.newer_levels()})
+    return hidden + [DISPATCHER.split()[0], *preloads]
+
+
 def render(selected: List[Flavor], state: Optional[Path] = None, ci: bool = False) -> Path:
     """Write the site environment into state (default: the site's state
     folder) with the Spack config of the selected flavors, their level
@@ -73,22 +86,13 @@ def render(selected: List[Flavor], state: Optional[Path] = None, ci: bool = Fals
     projections: Dict[str, str] = {}
     for flavor in sorted(selected, key=lambda f: not f.variants):  # the more specific keys first
         projections.update(flavor.projection())
-    # The benchmark-only builds, the level builds (reached through the
-    # dispatcher) and the dispatcher are built, never offered: no module of them.
-    hidden = [
-        f"{f.app.package} target={host.target()}" if f.native else next(iter(f.projection()))
-        for f in selected
-        if not f.published
-    ]
-    hidden += sorted({f"{f.app.package} target={target}" for f in selected for _, target in cpus.newer_levels()})
     preloads = preload_packages(selected)
-    hidden += [DISPATCHER.split()[0], *preloads]
     config = {
         "definitions": [
             {"flavors": [spec for f in selected for spec in f.specs(ci)]},
             {"runtimes": [r.spec for r in matrix.runtimes if r.ci_build or not ci] + [DISPATCHER, *preloads]},
         ],
-        "modules": {"default": {"lmod": {"projections": projections, "exclude": hidden}}},
+        "modules": {"default": {"lmod": {"projections": projections, "exclude": _hidden(selected, preloads)}}},
         "packages": {"all": {"target": [cpus.baseline_target()], "permissions": _permissions(matrix.site)}},
     }
     state = state or site.state_dir()

@@ -70,6 +70,19 @@ def test_a_flavor_name_that_does_not_exist_is_an_error_not_the_default(init_scri
         assert f"{app}/" not in proc.stdout, (asked, proc.stdout)
 
 
+@pytest.mark.parametrize("module", RUN)
+def test_a_flavor_loads_by_its_name_without_a_version(module, init_script, published_flavors):
+    """A job script names `<app>/<flavor>`: it loads the flavor's default
+    version of those published, also where that is not the newest in the
+    stack's data (LAMMPS 2021's `lmp/openblas-mpich` where only it is built)."""
+    require_published(module, published_flavors)
+    flavor = stack.load().flavor(module)
+    name = f"{flavor.app.module}/{flavor.name}"
+    proc = lmod.clean_shell(init_script, f"module load {name}\nmodule -t list 2>&1")
+    loaded = (proc.stdout + proc.stderr).split()
+    assert proc.returncode == 0 and any(m.startswith(f"{name}/") for m in loaded), f"{name}: {proc.stdout}{proc.stderr}"
+
+
 @pytest.fixture(scope="module")
 def spider(init_script) -> str:
     """What `module -t spider` lists."""

@@ -283,8 +283,18 @@ def _runtime_modules(release: Path, roots: Dict[str, dict]) -> List[str]:
             release=release.name,
             shim_dir=shim,
             vendor_env=environment,
+            container_binds=_container_binds(lib, shim / "lib"),
         )
     return [runtime.module_name for runtime in _runtimes(roots)]
+
+
+def _container_binds(lib: Path, links: Path) -> List[str]:
+    """What a container started by this MPI's mpirun needs bound to load the
+    host's MPI (docs/users.md): the folder of links and the tree that holds
+    the MPI's libraries and the files they resolve to (a vendor MPI's folder
+    is links into its wheel's)."""
+    real = [os.path.realpath(library) for library in lib.glob("*.so*")]
+    return [str(links), os.path.commonpath([str(lib), *real])]
 
 
 def _runtime_layout(runtime, root: dict) -> Tuple[Path, Path, dict]:

@@ -293,9 +293,11 @@ def test_default_and_runtime_modules_are_lua_literals():
             release="r1",
             shim_dir=Path("/x y"),
             vendor_env={"set": [("I_MPI_ROOT", "/a'b")], "prepend": []},
+            container_binds=["/x y/lib", "/a'b"],
         )
     )
     assert ("X", HOSTILE[3]) in module.values("setenv") and ("I_MPI_ROOT", "/a'b") in module.values("setenv")
+    assert ("ONESTACK_MPI_BINDS", "/x y/lib,/a'b") in module.values("setenv")
     assert ("LD_LIBRARY_PATH", "/x y/lib") in module.values("prepend_path")
 
 

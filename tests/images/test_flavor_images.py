@@ -96,14 +96,14 @@ def _runner_how(runner, image, **extra) -> problems.How:
 
 
 def _intel_mpi_binds(init_script) -> tuple:
-    """What the host's Intel MPI needs inside each container: its folders
-    bound in, its libraries first (`--bind`, `--env LD_LIBRARY_PATH`)."""
-    host = lmod.clean_shell(init_script, "module load mpi-runtime/impi\necho $I_MPI_ROOT; echo $LD_LIBRARY_PATH")
+    """What the host's Intel MPI needs inside each container, as
+    docs/users.md says: the folders its module names bound in, its libraries
+    first (`--bind "$ONESTACK_MPI_BINDS"`, `--env LD_LIBRARY_PATH`)."""
+    script = "module load mpi-runtime/impi\necho $ONESTACK_MPI_BINDS; echo $LD_LIBRARY_PATH"
+    host = lmod.clean_shell(init_script, script)
     assert host.returncode == 0, host.stderr
-    mpi_root, library_path = host.stdout.split()[-2:]
-    mpi_tree = os.path.commonpath([mpi_root, os.path.realpath(f"{mpi_root}/lib/libmpi.so.12")])
-    binds = [mpi_tree, *(d for d in library_path.split(":") if d and not d.startswith(mpi_tree))]
-    return (*(f"--bind={b}" for b in binds), f"--env=LD_LIBRARY_PATH={library_path}")
+    binds, library_path = host.stdout.split()[-2:]
+    return f"--bind={binds}", f"--env=LD_LIBRARY_PATH={library_path}"
 
 
 def test_the_problem_runs_with_the_images_own_mpi(runner, built, init_script, tmp_path):

@@ -8,6 +8,7 @@ Flavor is a complete value, computed once: its Spack spec, runtime settings
 and whether the site can build it.
 """
 
+import re
 import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -312,8 +313,14 @@ def _check_flags(file: Path, key: str, variants: str) -> None:
 
 
 # Flags that make a compiler emit one code path, for one CPU: a fat binary
-# asked for by environments/cpus.yaml would silently become a thin one.
-SINGLE_PATH_FLAGS = ("-march=", "-mcpu=", "-xHost", "-fast", "-tp=host", "-tp=native")
+# asked for by environments/cpus.yaml would silently become a thin one. GCC's
+# and Clang's target and instruction-set flags, Intel's -x<code> (-ax is the
+# fat one), -fast, and NVHPC's -tp (its fat form comes from fat_flags).
+SINGLE_PATH_FLAGS = re.compile(
+    r"""(?<![^\s="'])(-march=|-mcpu=|-m(avx|fma|sse[34]|ssse3|bmi|f16c|popcnt|lzcnt|movbe|amx)"""
+    r"""|-x(host|core-avx|common-avx|[a-z]*-?avx|sse|atom)|-fast(?![^\s"'])|-tp[= ])[^\s"']*""",
+    re.IGNORECASE,
+)
 
 
 def _check_variants(file: Path, key: str, variants: str) -> None:
@@ -326,7 +333,7 @@ def _check_variants(file: Path, key: str, variants: str) -> None:
             'whole, e.g. fflags="-O2 -g"'
         ) from None
     _check_no_quote_inside(file, key, words)
-    found = [flag for flag in SINGLE_PATH_FLAGS if flag in variants]
+    found = [match.group(0) for match in SINGLE_PATH_FLAGS.finditer(variants)]
     if found:
         raise InputError(
             f"{data.location(file)}: {key}: {found[0]} builds a single code path (one CPU), where every "
@@ -586,15 +593,6 @@ def _application(file: Path, doc: dict, site: Site) -> Application:
         _check_choice(file, f"build[{i}]", name, names, "flavor", "keys of flavors")
     for i, name in enumerate(app.levels_build):
         _check_choice(file, f"levels.build[{i}]", name, app.build, "flavor", "it must be in build")
-    for i, name in enumerate(app.levels_ci_build):
-        _check_choice(
-            file,
-            f"levels.ci_build[{i}]",
-            name,
-            set(app.levels_build) & set(app.ci_build),
-            "flavor",
-            "it must be in levels.build and in ci_build",
-        )
     return app
 
 
@@ -629,6 +627,7 @@ def _load_application(file: Path, components: dict, site: Site) -> List[Flavor]:
                 spack_spec=_spack_spec(app, entry, components, site, twin.providers, host.target()),
             )
         )
+    _check_unique_names(file, flavors)
     # The reference and the native twin are built for `make test` only where
     # ci_build names them: a QE twin is 20 min of CI's 90.
     measured_only = [f.name for f in flavors if not f.published]
@@ -641,7 +640,42 @@ def _load_application(file: Path, components: dict, site: Site) -> List[Flavor]:
             "flavor",
             "it must be in build, or be the reference or the native twin",
         )
+    for i, name in enumerate(app.levels_ci_build):
+        _check_choice(
+            file,
+            f"levels.ci_build[{i}]",
+            name,
+            set(app.levels_build) & set(app.ci_build),
+            "flavor",
+            "it must be in levels.build and in ci_build",
+        )
+    _check_accelerators_built(file, app, flavors)
     return flavors
+
+
+def _check_unique_names(file: Path, flavors: List[Flavor]) -> None:
+    """A reference or a native twin named like a flavor would be picked in
+    its place wherever the stack looks a build up by name."""
+    seen = {}
+    for flavor in flavors:
+        if flavor.name in seen:
+            key = "native_twin" if flavor.kind == "native" else f"{flavor.kind}.{flavor.name}"
+            raise InputError(
+                f"{data.location(file)}: {key}: its build is named {flavor.name}, the name of a "
+                f"{seen[flavor.name]} of this file; rename one of them"
+            )
+        seen[flavor.name] = flavor.kind
+
+
+def _check_accelerators_built(file: Path, app: Application, flavors: List[Flavor]) -> None:
+    """An accelerated style no flavor is built with would never run, and its
+    tests would never say so."""
+    for name, how in app.accelerators:
+        if not any(how["variant"] in f.spack_spec.split() for f in flavors if f.published):
+            raise InputError(
+                f"{data.location(file)}: accelerators.{name}.variant: no flavor's spec has "
+                f"{how['variant']}; add it to a flavor's variants, or remove the accelerator"
+            )
 
 
 def _check_site_versions(site: Site, flavors: List[Flavor]) -> None:

@@ -723,6 +723,20 @@ def _check_module_defaults(site: Site, flavors: List[Flavor]) -> None:
                     f"{data.location(file)}: default_flavor: {default}, but {data.location(first)} names "
                     f"{named[first]}: `module load {module}` loads one flavor; name the same in every {module} file"
                 )
+        _check_default_buildable(site, module, named[first], flavors)
+
+
+def _check_default_buildable(site: Site, module: str, default: str, flavors: List[Flavor]) -> None:
+    """The stack's default flavor of a module where the site names none: one
+    the site can build, else `module load <module>` would quietly load
+    another (publish's fallback) than the one the site staff expect."""
+    chosen = [f for f in flavors if f.app.module == module and f.name == default]
+    if chosen and all(f.unavailable for f in chosen):
+        raise InputError(
+            f"{data.location(site.file)}: default_flavors.{module}: the stack's default, {module}/{default}, "
+            f"cannot be built here ({'; '.join(chosen[0].unavailable)}); name this site's own default flavor of "
+            f"{module} under default_flavors (flavor, why, measured_on)"
+        )
 
 
 def default_version(site: Site, module: str, versions) -> str:

@@ -537,7 +537,8 @@ def test_a_vendor_library_only_an_unavailable_component_uses_is_not_laid_out(tmp
     assert {"intel-oneapi-mkl", "intel-oneapi-mpi", "netlib-lapack"} <= scope.used_packages()
     site = yaml.safe_load((paths.REPO / "sites" / "default" / "site.yaml").read_text())
     site["unavailable"]["math"] = {"mkl": "no MKL licence at this center"}
-    site["default_flavors"].pop("hpl")  # an MKL flavor: such a center measures its own
+    # Its default was an MKL flavor: such a center measures its own.
+    site["default_flavors"]["hpl"] = {**site["default_flavors"]["hpl"], "flavor": "openblas-mvapich2"}
     (tmp_path / "site.yaml").write_text(yaml.safe_dump(site))
     monkeypatch.setenv("ONESTACK_SITE", str(tmp_path))
     used = scope.used_packages()

@@ -22,6 +22,7 @@ def check_all() -> dict:
         data.load(file, schema)
     matrix = stack.load()
     cases = [case for app in problems.apps() for case in problems.load(app, benchmarks=True)]
+    _check_problem_folders(matrix)
     _check_community(matrix)
     _check_not_checked(matrix)
     _check_hybrid_threads(matrix)
@@ -31,6 +32,26 @@ def check_all() -> dict:
         "problems": len(cases),
         "goals": len(goals.every()),
     }
+
+
+def _check_problem_folders(matrix) -> None:
+    """The test problems of an application are in the folder named after its
+    module: a folder of another name would be read by nothing, and the
+    application's flavors would pass with no problem checked."""
+    modules = sorted({f.app.module for f in matrix.flavors})
+    folder = f"{problems.PROBLEMS}/"
+    for app in problems.apps():
+        if app not in modules:
+            raise data.InputError(
+                f"{folder}{app}/: no application's module is {app!r}; name the folder after the module "
+                f"of environments/*.yaml ({', '.join(modules)})"
+            )
+    for module in modules:
+        if not problems.load(module):
+            raise data.InputError(
+                f"{folder}{module}/: no test problem of {module}; every application's flavors are checked "
+                "by at least one (a <case>.yaml of schemas/problem.schema.yaml)"
+            )
 
 
 def _check_community(matrix) -> None:

@@ -102,6 +102,8 @@ def _load(folder: Path, app: str) -> Dict[str, Problem]:
             raise data.InputError(f"{data.location(file)}: app: '{spec['app']}', but the file is in {app}/")
         _check_words(file, spec)
         _check_groups(file, spec)
+        _check_sources(file, spec)
+        _check_fields(file, spec)
         problems[file.stem] = Problem(app, file.stem, spec)
     return problems
 
@@ -126,16 +128,63 @@ def _check_words(file: Path, spec: dict) -> None:
 
 
 def _check_groups(file: Path, spec: dict) -> None:
-    """A check's pattern captures what the checker reads: one value, or a
-    `min_cosine` check's two vectors; refused here, with its key."""
+    """Each pattern captures what is read from it: a check's one value, or a
+    `min_cosine` check's two vectors; the ranks, the threads, a figure one
+    value each; refused here, with its key, not when a run is checked."""
+    patterns = {"ranks_pattern": (spec["ranks_pattern"], 1)}
+    if "threads_pattern" in spec:
+        patterns["threads_pattern"] = (spec["threads_pattern"], 1)
+    for name, how in spec["figures"].items():
+        patterns[f"figures.{name}.pattern"] = (how["pattern"], 1)
     for name, how in spec["checks"].items():
-        wanted = 2 if "min_cosine" in how else 1
-        groups = re.compile(how["pattern"]).groups
-        if groups != wanted and not how.get("absent"):
+        if not how.get("absent"):
+            patterns[f"checks.{name}.pattern"] = (how["pattern"], 2 if "min_cosine" in how else 1)
+        if "reference_pattern" in how:
+            patterns[f"checks.{name}.reference_pattern"] = (how["reference_pattern"], 1)
+    for key, (pattern, wanted) in patterns.items():
+        groups = re.compile(pattern).groups
+        if groups != wanted:
             raise data.InputError(
-                f"{data.location(file)}: checks.{name}.pattern: {groups} group(s), where the check reads {wanted} "
+                f"{data.location(file)}: {key}: {groups} group(s), where the check reads {wanted} "
                 "(a `min_cosine` check: the reference's vector and the run's; any other: the value); "
                 "make the others non-capturing, (?:...)"
+            )
+
+
+def _check_sources(file: Path, spec: dict) -> None:
+    """A check against the published output needs that output, and what it
+    edits must be taken from the source archive: else the run fails on a
+    missing file, after the build."""
+    for name, how in spec["checks"].items():
+        if "tolerance" in how and "expected" not in how and not ("reference" in spec and "source" in spec):
+            raise data.InputError(
+                f"{data.location(file)}: checks.{name}: compared with the published output, but the problem "
+                "names no `reference` (the file in the source archive) and `source` (its archive); add them, "
+                "or state the value as `expected` with its source in a comment"
+            )
+    taken = [spec[k] for k in ("input", "reference") if k in spec] + spec["files"]
+    for name in spec["edits"]:
+        if not any(name == t or name.startswith(t.rstrip("/") + "/") for t in taken):
+            raise data.InputError(
+                f"{data.location(file)}: edits.{name}: not a file the problem takes from its source archive "
+                f"({', '.join(taken) or 'none'}); edit the input, the reference or a path under `files`"
+            )
+
+
+# A {param} field of a file the problem writes (`write`); ${...} is the
+# input language's own (e.g. a LAMMPS variable), not a field.
+FIELD = re.compile(r"(?<!\$)\{([A-Za-z][A-Za-z0-9_]*)\}")
+
+
+def _check_fields(file: Path, spec: dict) -> None:
+    """Each {param} field of a written file has its value in `params`: else
+    it is written as it stands, and the program reads the braces."""
+    for name, text in spec["write"].items():
+        missing = sorted(set(FIELD.findall(text)) - set(spec["params"]))
+        if missing:
+            raise data.InputError(
+                f"{data.location(file)}: write.{name}: {{{missing[0]}}} has no value in params "
+                f"({', '.join(spec['params']) or 'none'}); add it to params or fix the field's name"
             )
 
 

@@ -65,3 +65,17 @@ def test_the_real_data_passes(monkeypatch, tmp_path):
         "ONESTACK_DATA_ROOT", str(edited_copy({"file": "sites/default/site.yaml", "edits": []}, tmp_path))
     )
     validate.check_all()
+
+
+def test_a_problem_folder_not_named_after_a_module_is_refused(monkeypatch, tmp_path):
+    """HPL's problems in a folder named after its package, hpcc, their `app`
+    with it: nothing would read them, and HPL's flavors would pass with no
+    problem checked."""
+    root = edited_copy({"file": "sites/default/site.yaml", "edits": []}, tmp_path)
+    folder = root / "tests" / "problems" / "hpl"
+    for file in folder.glob("*.yaml"):
+        file.write_text(file.read_text().replace("app: hpl\n", "app: hpcc\n"))
+    folder.rename(folder.with_name("hpcc"))
+    monkeypatch.setenv("ONESTACK_DATA_ROOT", str(root))
+    with pytest.raises(data.InputError, match=r"tests/problems/hpcc/: no application's module is 'hpcc'; name"):
+        validate.check_all()

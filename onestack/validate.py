@@ -23,6 +23,7 @@ def check_all() -> dict:
     matrix = stack.load()
     cases = [case for app in problems.apps() for case in problems.load(app, benchmarks=True)]
     _check_problem_folders(matrix)
+    _check_goals(matrix)
     _check_community(matrix)
     _check_not_checked(matrix)
     _check_hybrid_threads(matrix)
@@ -52,6 +53,31 @@ def _check_problem_folders(matrix) -> None:
                 f"{folder}{module}/: no test problem of {module}; every application's flavors are checked "
                 "by at least one (a <case>.yaml of schemas/problem.schema.yaml)"
             )
+
+
+def _check_goals(matrix) -> None:
+    """Each goal of the report names an application, one of its problems'
+    figures and what it is measured against: a misspelt one would only ever
+    print "not measured"."""
+    file = paths.data_root() / goals.GOALS_FILE
+    apps = {f.app.module for f in matrix.flavors}
+    for i, goal in enumerate(goals.every()):
+        _check_goal_key(file, f"goals[{i}].app", goal["app"], apps, "modules of environments/*.yaml")
+        figures = {name for p in problems.load(goal["app"], benchmarks=True).values() for name in p["figures"]}
+        if "figure" in goal:
+            where = f"the figures of {problems.PROBLEMS}/{goal['app']}/"
+            _check_goal_key(file, f"goals[{i}].figure", goal["figure"], figures, where)
+        if "versus" in goal:
+            baselines = {name for f in matrix.flavors if f.app.module == goal["app"] for name, _ in f.app.baselines}
+            where = f"`reference` or a baseline of the {goal['app']} files of environments/"
+            _check_goal_key(file, f"goals[{i}].versus", goal["versus"], {"reference", *baselines}, where)
+
+
+def _check_goal_key(file, key: str, value: str, allowed, where: str) -> None:
+    if value not in allowed:
+        raise data.InputError(
+            f"{data.location(file)}: {key}: unknown '{value}'; allowed: {', '.join(sorted(allowed))} ({where})"
+        )
 
 
 def _check_community(matrix) -> None:

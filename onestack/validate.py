@@ -15,11 +15,7 @@ def check_all() -> dict:
     documents = data.every_document(root)
     for file in documents:
         relative = file.relative_to(root).as_posix()
-        try:
-            schema = data.schema_of(relative)
-        except KeyError:
-            raise data.InputError(f"{relative}: no schema: add it to CATALOG in onestack/data.py") from None
-        data.load(file, schema)
+        data.load(file, _schema_of(relative))
     matrix = stack.load()
     cases = [case for app in problems.apps() for case in problems.load(app, benchmarks=True)]
     _check_problem_folders(matrix)
@@ -33,6 +29,21 @@ def check_all() -> dict:
         "problems": len(cases),
         "goals": len(goals.every()),
     }
+
+
+def _schema_of(relative: str) -> str:
+    """The schema of a data file; a .yml file whose .yaml name has one is
+    told to be renamed (every other command reads *.yaml alone)."""
+    renamed = relative.removesuffix(".yml") + ".yaml" if relative.endswith(".yml") else None
+    for name in filter(None, (relative, renamed)):
+        try:
+            schema = data.schema_of(name)
+        except KeyError:
+            continue
+        if name == renamed:
+            raise data.InputError(f"{relative}: the stack reads .yaml files only: rename it to .yaml")
+        return schema
+    raise data.InputError(f"{relative}: no schema: add it to CATALOG in onestack/data.py")
 
 
 def _check_problem_folders(matrix) -> None:

@@ -79,3 +79,13 @@ def test_a_problem_folder_not_named_after_a_module_is_refused(monkeypatch, tmp_p
     monkeypatch.setenv("ONESTACK_DATA_ROOT", str(root))
     with pytest.raises(data.InputError, match=r"tests/problems/hpcc/: no application's module is 'hpcc'; name"):
         validate.check_all()
+
+
+def test_a_data_file_named_yml_is_told_to_be_renamed(monkeypatch, tmp_path):
+    """Every other command reads environments/*.yaml alone: a .yml file would
+    be left out of the stack without a word."""
+    root = edited_copy({"file": "sites/default/site.yaml", "edits": []}, tmp_path)
+    (root / "environments" / "hpl.yaml").rename(root / "environments" / "hpl-2.yml")
+    monkeypatch.setenv("ONESTACK_DATA_ROOT", str(root))
+    with pytest.raises(data.InputError, match=r"environments/hpl-2\.yml: the stack reads \.yaml files only: rename"):
+        validate.check_all()

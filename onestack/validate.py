@@ -5,6 +5,7 @@ fast tier run; it loads each layer's data and nothing built from it."""
 
 from onestack import data, paths, problems, stack
 from onestack.report import goals
+from onestack.stack.flavors import check_choice
 
 
 def check_all() -> dict:
@@ -73,22 +74,15 @@ def _check_goals(matrix) -> None:
     file = paths.data_root() / goals.GOALS_FILE
     apps = {f.app.module for f in matrix.flavors}
     for i, goal in enumerate(goals.every()):
-        _check_goal_key(file, f"goals[{i}].app", goal["app"], apps, "modules of environments/*.yaml")
+        check_choice(file, f"goals[{i}].app", goal["app"], apps, "application", "modules of environments/*.yaml")
         figures = {name for p in problems.load(goal["app"], benchmarks=True).values() for name in p["figures"]}
         if "figure" in goal:
             where = f"the figures of {problems.PROBLEMS}/{goal['app']}/"
-            _check_goal_key(file, f"goals[{i}].figure", goal["figure"], figures, where)
+            check_choice(file, f"goals[{i}].figure", goal["figure"], figures, "figure", where)
         if "versus" in goal:
             baselines = {name for f in matrix.flavors if f.app.module == goal["app"] for name, _ in f.app.baselines}
             where = f"`reference` or a baseline of the {goal['app']} files of environments/"
-            _check_goal_key(file, f"goals[{i}].versus", goal["versus"], {"reference", *baselines}, where)
-
-
-def _check_goal_key(file, key: str, value: str, allowed, where: str) -> None:
-    if value not in allowed:
-        raise data.InputError(
-            f"{data.location(file)}: {key}: unknown '{value}'; allowed: {', '.join(sorted(allowed))} ({where})"
-        )
+            check_choice(file, f"goals[{i}].versus", goal["versus"], {"reference", *baselines}, "yardstick", where)
 
 
 def _check_community(matrix) -> None:

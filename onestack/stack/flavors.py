@@ -354,7 +354,7 @@ def _check_no_quote_inside(file: Path, key: str, words: List[str]) -> None:
         )
 
 
-def _check_choice(file: Path, key: str, value: str, allowed, what: str, where: str) -> None:
+def check_choice(file: Path, key: str, value: str, allowed, what: str, where: str) -> None:
     if value not in allowed:
         raise InputError(
             f"{data.location(file)}: {key}: unknown {what} '{value}'; "
@@ -390,12 +390,12 @@ def _check_components(file: Path, components: dict, site: Site) -> None:
                 f"{data.location(file)}: mpis.{name}.fabrics: no entry for {', '.join(missing)}; "
                 f"every MPI says how it runs on each of fabrics ({', '.join(fabrics)})"
             )
-    _check_choice(site.file, "fabric", site.fabric, fabrics, "fabric", f"fabrics of {data.location(file)}")
+    check_choice(site.file, "fabric", site.fabric, fabrics, "fabric", f"fabrics of {data.location(file)}")
     for name, translator in components["translators"].items():
-        _check_choice(file, f"translators.{name}.to", translator["to"], components["mpis"], "MPI", "keys of mpis")
+        check_choice(file, f"translators.{name}.to", translator["to"], components["mpis"], "MPI", "keys of mpis")
     for kind, names in site.unavailable.items():
         for name in names:
-            _check_choice(
+            check_choice(
                 site.file,
                 f"unavailable.{kind}.{name}",
                 name,
@@ -499,9 +499,9 @@ def _flavor(file: Path, app: Application, kind: str, name: str, entry: dict, com
     _check_variants(file, f"{key}.variants", entry["variants"])
     _check_definition_text(file, f"{key}.usage", entry.get("usage", ""))
     _check_flags(file, f"{key}.variants", merge_variants(app.variants, entry["variants"]))
-    _check_choice(file, f"{key}.compiler", entry["compiler"], components["compilers"], "compiler", where)
-    _check_choice(file, f"{key}.mpi", entry["mpi"], components["mpis"], "MPI", where)
-    _check_choice(file, f"{key}.math", entry["math"], components["math"], "math library", where)
+    check_choice(file, f"{key}.compiler", entry["compiler"], components["compilers"], "compiler", where)
+    check_choice(file, f"{key}.mpi", entry["mpi"], components["mpis"], "MPI", where)
+    check_choice(file, f"{key}.math", entry["math"], components["math"], "math library", where)
     mpi, math = components["mpis"][entry["mpi"]], components["math"][entry["math"]]
     if math["reference_only"] != (kind == "reference"):
         raise InputError(
@@ -590,9 +590,9 @@ def _application(file: Path, doc: dict, site: Site) -> Application:
     for key in ("description", "usage"):
         _check_definition_text(file, key, doc[key])
     for i, name in enumerate(app.build):
-        _check_choice(file, f"build[{i}]", name, names, "flavor", "keys of flavors")
+        check_choice(file, f"build[{i}]", name, names, "flavor", "keys of flavors")
     for i, name in enumerate(app.levels_build):
-        _check_choice(file, f"levels.build[{i}]", name, app.build, "flavor", "it must be in build")
+        check_choice(file, f"levels.build[{i}]", name, app.build, "flavor", "it must be in build")
     return app
 
 
@@ -601,8 +601,8 @@ def _check_lower_levels(file: Path, lower: Tuple[Tuple[str, str], ...]) -> None:
     below the newest (the dispatcher refuses a level below every build)."""
     levels = sorted({cpus.level_name(g["x86_64_level"]) for g in cpus.generations()})
     for name, level in lower:
-        _check_choice(file, "lower_level_on", name, cpus.cpu_classes(), "CPU class", "cpu_classes of cpus.yaml")
-        _check_choice(
+        check_choice(file, "lower_level_on", name, cpus.cpu_classes(), "CPU class", "cpu_classes of cpus.yaml")
+        check_choice(
             file, f"lower_level_on.{name}", level, levels[:-1], "level", "a level of cpus.yaml below its newest"
         )
 
@@ -615,7 +615,7 @@ def _load_application(file: Path, components: dict, site: Site) -> List[Flavor]:
         _flavor(file, app, "reference", name, entry, components, site) for name, entry in doc["reference"].items()
     ]
     if "native_twin" in doc:
-        _check_choice(file, "native_twin", doc["native_twin"], app.build, "flavor", "it must be in build")
+        check_choice(file, "native_twin", doc["native_twin"], app.build, "flavor", "it must be in build")
         twin = next(f for f in flavors if f.name == doc["native_twin"])
         entry = doc["flavors"][twin.name]
         flavors.append(
@@ -632,7 +632,7 @@ def _load_application(file: Path, components: dict, site: Site) -> List[Flavor]:
     # ci_build names them: a QE twin is 20 min of CI's 90.
     measured_only = [f.name for f in flavors if not f.published]
     for i, name in enumerate(app.ci_build):
-        _check_choice(
+        check_choice(
             file,
             f"ci_build[{i}]",
             name,
@@ -641,7 +641,7 @@ def _load_application(file: Path, components: dict, site: Site) -> List[Flavor]:
             "it must be in build, or be the reference or the native twin",
         )
     for i, name in enumerate(app.levels_ci_build):
-        _check_choice(
+        check_choice(
             file,
             f"levels.ci_build[{i}]",
             name,
@@ -684,12 +684,12 @@ def _check_site_versions(site: Site, flavors: List[Flavor]) -> None:
     for flavor in flavors:
         known.setdefault(flavor.app.module, set()).add(flavor.app.version)
     for app, chosen in site.versions.items():
-        _check_choice(site.file, f"versions.{app}", app, known, "application", "modules of environments/")
+        check_choice(site.file, f"versions.{app}", app, known, "application", "modules of environments/")
         named = [("default", chosen["default"])] if "default" in chosen else []
         named += [(f"deprecated.{v}", v) for v in chosen["deprecated"]]
         named += [(f"hidden[{i}]", v) for i, v in enumerate(chosen["hidden"])]
         for key, version in named:
-            _check_choice(
+            check_choice(
                 site.file,
                 f"versions.{app}.{key}",
                 version,
@@ -710,14 +710,14 @@ def _check_module_defaults(site: Site, flavors: List[Flavor]) -> None:
         if module in site.default_flavors:
             chosen = site.default_flavors[module]["flavor"]
             buildable = {f.name for f in flavors if f.app.module == module and f.name in names and not f.unavailable}
-            _check_choice(
+            check_choice(
                 site.file, f"default_flavors.{module}.flavor", chosen, buildable, "flavor", f"{where}, buildable here"
             )
             continue
         named = {f.app.file: f.app.default_flavor for f in flavors if f.app.module == module}
         first = min(named)
         for file, default in sorted(named.items()):
-            _check_choice(file, "default_flavor", default, names, "flavor", where)
+            check_choice(file, "default_flavor", default, names, "flavor", where)
             if default != named[first]:
                 raise InputError(
                     f"{data.location(file)}: default_flavor: {default}, but {data.location(first)} names "
@@ -817,7 +817,7 @@ def _check_build_first(file: Path, components: dict, flavors: List[Flavor]) -> N
     known = {f.app.package for f in flavors} | set(_spec_names(components))
     for i, spec in enumerate(components["build_first"]):
         where = "the applications' and components' specs"
-        _check_choice(file, f"build_first[{i}]", _package_name(spec), known, "package", where)
+        check_choice(file, f"build_first[{i}]", _package_name(spec), known, "package", where)
 
 
 def load_matrix(site: Site) -> Matrix:
@@ -847,7 +847,7 @@ def load_matrix(site: Site) -> Matrix:
         raise InputError(f"{data.location(env_dir)}: no application files (<app>.yaml) found")
     flavors = _mark_default_versions(flavors, site)
     for app in site.default_flavors:
-        _check_choice(site.file, f"default_flavors.{app}", app, modules, "application", "modules of environments/")
+        check_choice(site.file, f"default_flavors.{app}", app, modules, "application", "modules of environments/")
     _check_module_defaults(site, flavors)
     _check_site_versions(site, flavors)
     _check_build_first(components_file, components, flavors)

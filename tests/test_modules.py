@@ -76,8 +76,7 @@ def test_a_flavor_loads_by_its_name_without_a_version(module, init_script, publi
     version of those published, also where that is not the newest in the
     stack's data (LAMMPS 2021's `lmp/openblas-mpich` where only it is built)."""
     require_published(module, published_flavors)
-    flavor = stack.load().flavor(module)
-    name = f"{flavor.app.module}/{flavor.name}"
+    name = stack.load().flavor(module).unversioned_name
     proc = lmod.clean_shell(init_script, f"module load {name}\nmodule -t list 2>&1")
     loaded = (proc.stdout + proc.stderr).split()
     assert proc.returncode == 0 and any(m.startswith(f"{name}/") for m in loaded), f"{name}: {proc.stdout}{proc.stderr}"

@@ -125,7 +125,13 @@ class Flavor:
         """The shortest module name that loads it, and the stack's name for it:
         qe/openblas-mpich for the version that name loads (default_version),
         with the version for the others (lmp/openblas-mpich-omp/20210929.2)."""
-        return f"{self.app.module}/{self.name}" if self.default_version else self.versioned_name
+        return self.unversioned_name if self.default_version else self.versioned_name
+
+    @property
+    def unversioned_name(self) -> str:
+        """The flavor without its version (qe/openblas-mpich): the name job
+        scripts use, which loads the default version of those published."""
+        return f"{self.app.module}/{self.name}"
 
     @property
     def versioned_name(self) -> str:

@@ -115,20 +115,60 @@ verify_orig() {
   fi
 }
 
-# The Go on PATH (or in GOROOT), at least the version the source's go.mod
-# needs, into $go.
+# Every Go on PATH, then GOROOT's.
+go_candidates() {
+  type -ap go || true
+  if [ -n "${GOROOT:-}" ] && [ -x "$GOROOT/bin/go" ]; then echo "$GOROOT/bin/go"; fi
+}
+go_version() { GOTOOLCHAIN=local "$1" env GOVERSION 2>/dev/null | sed 's/^go//'; }
+at_least() { [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n 1)" = "$1" ]; }
+
+# The first Go at least the version the source's go.mod needs, into $go;
+# where there is none, the pinned toolchain (below), fetched with whichever Go
+# the machine has, or with bookworm's golang-go (1.19: too old to build
+# Apptainer, new enough to fetch a module).
 find_go() {
-  local needed=$1 have
-  go=$(command -v go || true)
-  if [ -z "$go" ] && [ -n "${GOROOT:-}" ] && [ -x "$GOROOT/bin/go" ]; then go=$GOROOT/bin/go; fi
-  [ -n "$go" ] || die "no Go compiler on PATH or in GOROOT; Apptainer $APPTAINER_VERSION needs Go >= $needed
-       (go.mod). Put a Go toolchain's bin on PATH (Debian bookworm's golang-go is 1.19: too old)."
-  have=$(GOTOOLCHAIN=local "$go" env GOVERSION); have=${have#go}
-  if [ "$(printf '%s\n%s\n' "$needed" "$have" | sort -V | head -n 1)" != "$needed" ]; then
-    die "$go is Go $have; Apptainer $APPTAINER_VERSION needs Go >= $needed (its go.mod).
-       Put a newer Go first on PATH (Debian bookworm's golang-go 1.19 is too old)."
+  local needed=$1 candidate have old=
+  while read -r candidate; do
+    have=$(go_version "$candidate") || continue
+    if at_least "$needed" "$have"; then
+      go=$candidate
+      say "using $go (Go $have; go.mod needs >= $needed)"
+      return
+    fi
+    old=${old:-$candidate}
+  done < <(go_candidates)
+  if [ -z "$old" ]; then
+    say "no Go on PATH: installing Debian's golang-go to fetch the pinned toolchain"
+    "$here/apt.sh" golang-go
+    old=/usr/bin/go
   fi
-  say "using $go (Go $have; go.mod needs >= $needed)"
+  pinned_toolchain "$needed" "$old"
+}
+
+# The Go toolchain of setup/apptainer-pins.sh as Go's own toolchain switch
+# gets it (GOTOOLCHAIN, which Go 1.19 lacks): the module golang.org/toolchain
+# through the Go module proxy, checked by Go's checksum database and against
+# the pinned sum, into the verified module cache. Module zips keep no execute
+# bits: they are set as Go's switch sets them.
+pinned_toolchain() {
+  local needed=$1 old=$2 module=golang.org/toolchain@$GO_TOOLCHAIN_MODULE_VERSION info dir sum
+  local version=${GO_TOOLCHAIN_MODULE_VERSION#v0.0.1-go}
+  version=${version%%.linux-*}
+  at_least "$needed" "$version" ||
+    die "the pinned Go toolchain ($version, setup/apptainer-pins.sh) is older than Apptainer's go.mod needs ($needed):
+       set GO_TOOLCHAIN_MODULE_VERSION and GO_TOOLCHAIN_MODULE_SUM there to a newer golang.org/toolchain"
+  say "fetching Go $version with $old (Go $(go_version "$old")): $module"
+  info=$(GOTOOLCHAIN=local GOFLAGS= GOMODCACHE=$ONESTACK_CACHE/go/mod "$old" mod download -json "$module") ||
+    die "could not fetch $module through the Go module proxy (output above)"
+  dir=$(sed -n 's/^\t"Dir": "\(.*\)",$/\1/p' <<<"$info")
+  sum=$(sed -n 's/^\t"Sum": "\(.*\)",$/\1/p' <<<"$info")
+  [ "$sum" = "$GO_TOOLCHAIN_MODULE_SUM" ] ||
+    die "$module has sum $sum, setup/apptainer-pins.sh pins $GO_TOOLCHAIN_MODULE_SUM; refused"
+  chmod a+x "$dir"/bin/* "$dir"/pkg/tool/*/*
+  go=$dir/bin/go
+  export GOROOT=$dir
+  say "using $go (Go $(go_version "$go"); go.mod needs >= $needed)"
 }
 
 # root on these VMs lacks CAP_SYS_RESOURCE (even in its bounding set), so the

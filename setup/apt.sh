@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages of setup/apt-packages.txt (or those named), idempotently.
-# It only edits the apt entries this machine already has: deb-src is added to
-# their Types (for `make mirror`) and non-free to their Components (MKL);
+# It only edits the apt entries this machine already has (deb822 or one-line):
+# deb-src is added to their Types (for `make mirror`) and non-free to their
+# Components (MKL);
 # the project never writes a package host of its own.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,9 +21,22 @@ enable_sources_and_nonfree() {
   for f in /etc/apt/sources.list.d/*.sources; do
     [ -f "$f" ] || continue
     grep -q '^URIs:.*debian' "$f" || continue
-    if grep -q '^Types: deb$' "$f" || grep -Eq '^Components: main$' "$f"; then
-      as_root sed -i -e 's/^Types: deb$/Types: deb deb-src/' \
-        -e 's/^Components: main$/Components: main contrib non-free non-free-firmware/' "$f"
+    if grep -q '^Types: deb$' "$f" || grep -E '^Components:' "$f" | grep -Evq ' non-free( |$)'; then
+      as_root sed -i -E -e 's/^Types: deb$/Types: deb deb-src/' \
+        -e '/ non-free( |$)/!s/^Components: .*$/Components: main contrib non-free non-free-firmware/' "$f"
+      changed=0
+    fi
+  done
+  # One-line entries, as bookworm's installer writes them: the same two edits.
+  local deb='^deb (\[[^]]*\] )?[^ ]*debian[^ ]* [^ ]+'
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [ -f "$f" ] || continue
+    if grep -E "$deb" "$f" | grep -Evq ' non-free( |$)'; then
+      as_root sed -i -E "/ non-free( |\$)/!s/($deb) .*\$/\\1 main contrib non-free non-free-firmware/" "$f"
+      changed=0
+    fi
+    if grep -Eq "$deb" "$f" && ! grep -q '^deb-src ' "$f"; then
+      as_root sed -i -E "/$deb/{p;s/^deb /deb-src /}" "$f"
       changed=0
     fi
   done

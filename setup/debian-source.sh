@@ -17,15 +17,38 @@ suite=$1 package=$2 version=$3 dest=$4
 die() { echo "error: debian-source: $*" >&2; exit 1; }
 
 # The URIs (and keyring) of this machine's Debian entry: the deb822 stanza
-# whose Suites name the release's own codename.
+# whose Suites name the release's own codename, else the one-line entry.
 debian_entry() {
   local codename
   codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
   [ -n "$codename" ] || die "/etc/os-release names no VERSION_CODENAME: not a Debian release?"
+  { deb822_entry "$codename"; one_line_entry "$codename"; } | head -n 1
+}
+
+# deb [option=value ...] URI SUITE COMPONENT...
+one_line_entry() {
+  local f
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [ -f "$f" ] || continue
+    awk -v want="$1" '
+      /^deb[ \t]/ {
+        line = $0; keys = ""
+        if (match(line, /\[[^]]*\]/)) {
+          n = split(substr(line, RSTART + 1, RLENGTH - 2), opt, /[ \t]+/)
+          for (i = 1; i <= n; i++) if (opt[i] ~ /^signed-by=/) { keys = opt[i]; sub(/^signed-by=/, "", keys) }
+          line = substr(line, 1, RSTART - 1) substr(line, RSTART + RLENGTH)
+        }
+        split(line, word, /[ \t]+/)
+        if (word[3] == want) { print word[2] "\t" keys; exit }
+      }' "$f"
+  done
+}
+
+deb822_entry() {
   local f
   for f in /etc/apt/sources.list.d/*.sources; do
     [ -f "$f" ] || continue
-    awk -v RS= -v want="$codename" '
+    awk -v RS= -v want="$1" '
       { uris = ""; keys = ""; hit = 0
         n = split($0, line, "\n")
         for (i = 1; i <= n; i++) {
@@ -35,12 +58,12 @@ debian_entry() {
         }
         if (hit && uris != "") { print uris "\t" keys; exit }
       }' "$f"
-  done | head -n 1
+  done
 }
 
 entry=$(debian_entry)
-[ -n "$entry" ] || die "no Debian entry for this release in /etc/apt/sources.list.d/*.sources
-       (deb822 format) to derive a deb-src entry for suite $suite from."
+[ -n "$entry" ] || die "no Debian entry for this release in /etc/apt/sources.list.d/*.sources or
+       /etc/apt/sources.list(.d/*.list) to derive a deb-src entry for suite $suite from."
 uris=${entry%%$'\t'*}; keys=${entry#*$'\t'}
 apt_dir=$(mktemp -d "${TMPDIR:-/tmp}/onestack-apt.XXXXXX")
 trap 'rm -rf "$apt_dir"' EXIT

@@ -4,6 +4,7 @@ tree loadable; one command rolls back. Runs against a scratch module root
 (ONESTACK_MODULES), never the site's live tree."""
 
 import fcntl
+import json
 import os
 import signal
 
@@ -85,6 +86,26 @@ def test_rollback_restores_the_previous_release(modules_root):
     assert _current(modules_root) == first and _loads(modules_root)
     refused = onestack("rollback", env_extra=modules_root)
     assert refused.returncode == 1 and "first one made live here" in refused.stderr
+
+
+def test_the_ci_lists_never_replace_a_tree_of_the_build_lists(modules_root):
+    """`make test` run on a production host's prefix: its publish of the
+    ci_build lists is refused where the live release holds the build lists'
+    flavors (simulated here by that release's manifest), and the tree users
+    load stays what it was."""
+    onestack("publish", env_extra=modules_root, check=True)
+    live = _current(modules_root)
+    manifest = os.path.join(live, publish.COMPLETE_MARK)
+    os.chmod(live, 0o755)
+    os.chmod(manifest, 0o644)
+    with open(manifest) as f:
+        content = json.load(f)
+    assert content["lists"] == "ci_build", content
+    with open(manifest, "w") as f:
+        json.dump({**content, "lists": "build"}, f)
+    refused = onestack("publish", "--force", env_extra=modules_root)
+    assert refused.returncode == 1 and "ONESTACK_PREFIX" in refused.stderr, refused.stderr
+    assert _current(modules_root) == live and _loads(modules_root)
 
 
 def test_a_site_deprecates_and_hides_versions(modules_root, tmp_path, published_flavors):

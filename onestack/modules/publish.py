@@ -350,7 +350,8 @@ def _which(module: str, mpi: str, command: str) -> str:
 
 
 def release_manifest(release: Path) -> dict:
-    """What a complete release holds: its flavors and fingerprint."""
+    """What a complete release holds: its flavors, fingerprint and the build
+    lists it was published from."""
     return json.loads((release / COMPLETE_MARK).read_text())
 
 
@@ -434,10 +435,30 @@ def publish(selected: List[Flavor], force: bool = False) -> Path:
         return _publish(selected, force)
 
 
+def _lists() -> str:
+    return "ci_build" if stack.ci_lists() else "build"
+
+
+def _check_lists_kept(live: dict) -> None:
+    """A release of the ci_build lists (`make test`) never replaces a live
+    one of the build lists: it would take every other flavor from the
+    users of that tree. (Releases made before the manifest named its lists
+    name none, and pass.)"""
+    if _lists() == "ci_build" and live.get("lists") == "build":
+        raise PublishError(
+            f"{current_release()} is live with the build lists' flavors ({len(live['flavors'])}); "
+            "a publish of the ci_build lists (`make test`, --ci) would replace it with fewer.\n"
+            f"  fix: run the tests with a prefix of their own (ONESTACK_PREFIX=..., not {paths.prefix()}), "
+            "or publish the build lists here (`make stack`)"
+        )
+
+
 def _publish(selected: List[Flavor], force: bool) -> Path:
     selected, roots = spack.installed([f for f in selected if f.published])
     fingerprint = _fingerprint(selected, roots)
-    live = current_link().is_symlink() and release_manifest(current_release())["fingerprint"]
+    live_manifest = release_manifest(current_release()) if current_link().is_symlink() else {}
+    _check_lists_kept(live_manifest)
+    live = live_manifest.get("fingerprint")
     if live == fingerprint and not force:
         print(f"==> publish: release {current_release().name} is live and up to date")
         return current_release()
@@ -455,7 +476,12 @@ def _publish(selected: List[Flavor], force: bool) -> Path:
     lmod.build_spider_cache(release / "cache", modulepath)
     for flavor in selected:
         lmod.check_loads(release / "init" / "bash", flavor.versioned_name)
-    manifest = {"flavors": [f.module_name for f in selected], "runtimes": runtime_modules, "fingerprint": fingerprint}
+    manifest = {
+        "flavors": [f.module_name for f in selected],
+        "runtimes": runtime_modules,
+        "fingerprint": fingerprint,
+        "lists": _lists(),
+    }
     history = _history() if current_link().is_symlink() else []
     files.write_text(release / COMPLETE_MARK, json.dumps(manifest, indent=1) + "\n")
     _make_read_only(release)

@@ -45,6 +45,7 @@ def cmd_site(args) -> None:
     scope.write_mirror_config()
     scope.detect_externals()
     scope.install_vendors()
+    scope.declare_compilers()
 
 
 def _rendered(matrix) -> None:

@@ -9,7 +9,7 @@ from typing import Dict, List
 
 from onestack import files, paths, problems, spack, stack
 from onestack.stack import cover, site
-from onestack.stack.flavors import Flavor
+from onestack.stack.flavors import Flavor, package_name
 
 
 def results_dir() -> Path:
@@ -90,7 +90,7 @@ def _concretize_each(every: List[Flavor]) -> Dict[str, dict]:
     # lists) is taken from spack.lock: the same solve, minutes saved.
     result = spack.query("concretize_each", json.dumps(present), json.dumps({}), json.dumps(spack.lock_is_current()))
     if declared:
-        packages = {external["spec"].split("@")[0]: {"externals": [external]} for external in declared.values()}
+        packages = {package_name(external["spec"]): {"externals": [external]} for external in declared.values()}
         absent = [f.spack_spec for f in every if f.compiler in declared]
         result.update(spack.query("concretize_each", json.dumps(absent), json.dumps({"packages": packages})))
     return result

@@ -7,6 +7,7 @@ import fcntl
 import json
 import os
 import signal
+import stat
 
 import pytest
 import yaml
@@ -86,6 +87,36 @@ def test_rollback_restores_the_previous_release(modules_root):
     assert _current(modules_root) == first and _loads(modules_root)
     refused = onestack("rollback", env_extra=modules_root)
     assert refused.returncode == 1 and "first one made live here" in refused.stderr
+
+
+def _targets_outside(release):
+    """Files the release links to (symlinks, and hard links from Spack's
+    tree) that are not the release's own."""
+    found = set()
+    for dirpath, _, filenames in os.walk(release):
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path):
+                target = os.path.realpath(path)
+                if not target.startswith(release + os.sep) and os.path.isfile(target):
+                    found.add(target)
+            elif os.stat(path).st_nlink > 1:
+                found.add(path)
+    return found
+
+
+def test_a_publish_leaves_what_it_links_to_as_it_was(modules_root):
+    """A release is made read-only, its own files only: the OS's mpirun a
+    launcher links to, the MPI libraries of the ABI shims and Spack's
+    dispatcher keep their owner's write permission."""
+    onestack("publish", env_extra=modules_root, check=True)
+    outside = sorted(t for t in _targets_outside(_current(modules_root)) if os.stat(t).st_uid == os.getuid())
+    assert outside, "the release links to no file of its owner: nothing to check"
+    for target in outside:
+        os.chmod(target, os.stat(target).st_mode | stat.S_IWUSR)
+    onestack("publish", "--force", env_extra=modules_root, check=True)
+    changed = [t for t in outside if not os.stat(t).st_mode & stat.S_IWUSR]
+    assert not changed, f"publish made files outside its release read-only: {changed}"
 
 
 def test_the_ci_lists_never_replace_a_tree_of_the_build_lists(modules_root):

@@ -82,12 +82,26 @@ def _make_writable(tree: Path) -> None:
 
 
 def _make_read_only(tree: Path) -> None:
-    """Users (and their scripts) cannot change a published release."""
+    """Users (and their scripts) cannot change a published release. Only
+    the release's own files: a symlink's target (the OS's mpirun, an MPI's
+    library) and a file hard-linked from Spack's tree (the dispatcher) are
+    not the release's to change."""
     for dirpath, dirnames, filenames in os.walk(tree):
         for name in filenames:
             file = Path(dirpath) / name
-            file.chmod(file.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+            mode = file.lstat()
+            if stat.S_ISREG(mode.st_mode) and mode.st_nlink == 1:
+                file.chmod(mode.st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
         os.chmod(dirpath, 0o555)
+
+
+def _mark_complete(release: Path, manifest: dict) -> None:
+    """Read-only first, then the mark: a release whose chmod failed is
+    never marked complete (and the next publish removes it)."""
+    _make_read_only(release)
+    os.chmod(release, 0o755)
+    files.write_text(release / COMPLETE_MARK, json.dumps(manifest, indent=1) + "\n", mode=0o444)
+    os.chmod(release, 0o555)
 
 
 def _new_release_dir() -> Path:
@@ -399,10 +413,13 @@ def _history() -> List[str]:
     """The releases made live, in the order they were, the live one last.
     A tree published before the history was kept starts from its live
     release and the complete ones before it by name."""
-    if _history_file().exists():
-        return _history_file().read_text().split()
     live = current_release().name
-    return [r.name for r in complete_releases() if r.name <= live]
+    if not _history_file().exists():
+        return [r.name for r in complete_releases() if r.name <= live]
+    names = _history_file().read_text().split()
+    # The switch is one rename, the history written after it: a publish
+    # stopped between the two left the live release out.
+    return names if names[-1:] == [live] else [*names, live]
 
 
 def _switch_current(release: Path, history: List[str]) -> None:
@@ -483,12 +500,25 @@ def _publish(selected: List[Flavor], force: bool) -> Path:
         "lists": _lists(),
     }
     history = _history() if current_link().is_symlink() else []
-    files.write_text(release / COMPLETE_MARK, json.dumps(manifest, indent=1) + "\n")
-    _make_read_only(release)
+    _mark_complete(release, manifest)
     _step_done("marked")
     _switch_current(release, [*history, release.name])
     print(f"==> publish: release {release.name} is live")
     return release
+
+
+def _check_still_loads(release: Path) -> None:
+    """An earlier release checked when it was published may have lost what
+    its modules load since (a Spack install removed, a vendor layout
+    replaced): it goes live again only if each of its flavors still loads."""
+    for module in release_manifest(release)["flavors"]:
+        try:
+            lmod.check_loads(release / "init" / "bash", module)
+        except lmod.LmodError as error:
+            raise PublishError(
+                f"release {release.name} was not made live again: {error}\n"
+                "  fix: publish the current build lists instead (`make stack`)"
+            ) from None
 
 
 def rollback() -> Path:
@@ -503,6 +533,7 @@ def rollback() -> Path:
         if not history:
             raise PublishError(f"release {live.name} is the first one made live here: nothing to roll back to")
         earlier = releases_dir() / history[-1]
+        _check_still_loads(earlier)
         _switch_current(earlier, history)
         print(f"==> rollback: release {earlier.name} is live again (was {live.name})")
         return earlier

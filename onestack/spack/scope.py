@@ -15,6 +15,7 @@ import yaml
 from onestack import data, files, paths, spack, stack
 from onestack.spack import vendor
 from onestack.stack import site
+from onestack.stack.flavors import package_name
 
 BUILDCACHE_MIRROR = "onestack-buildcache"
 
@@ -75,6 +76,46 @@ def _undetected(libraries: List[str]) -> List[str]:
     return [lib for lib in libraries if not found.get(lib, {}).get("externals")]
 
 
+def site_compilers() -> Dict[str, dict]:
+    """Spack's externals of the compilers the site has outside the OS, by
+    compiler: its site file's `compilers` entry, else components.yaml's
+    site_external (the vendor's default prefix). `spack external find`
+    cannot find them: it looks on the OS's PATH only (_os_programs_only),
+    and a vendor installs its compilers in a prefix of its own."""
+    matrix = stack.load()
+    found = {}
+    for name, compiler in matrix.components["compilers"].items():
+        if "site_external" not in compiler or matrix.site.why_unavailable("compilers", name):
+            continue
+        external = matrix.site.compilers.get(name, compiler["site_external"])
+        missing = [p for p in external["extra_attributes"]["compilers"].values() if not os.access(p, os.X_OK)]
+        if missing:
+            default = "" if name in matrix.site.compilers else " (no entry: the vendor's default prefix)"
+            raise paths.SetupError(
+                f"{data.location(matrix.site.file)}: compilers.{name}{default}: the site has the {name} "
+                f"compiler (it is not in unavailable.compilers), but these are not executables here: "
+                f"{', '.join(missing)}; fix: say where it is in compilers.{name} of the site file, "
+                "or list it under unavailable.compilers with why"
+            )
+        found[name] = external
+    return found
+
+
+def declare_compilers() -> None:
+    """The site's compilers outside the OS as the only externals of their
+    packages in the site scope (a compiler the site no longer has is dropped)."""
+    packages_yaml = spack.site_scope() / "packages.yaml"
+    config = yaml.safe_load(packages_yaml.read_text())
+    matrix = stack.load()
+    for compiler in matrix.components["compilers"].values():
+        if "site_external" in compiler:
+            config["packages"].pop(package_name(compiler["site_external"]["spec"]), None)
+    for name, external in site_compilers().items():
+        config["packages"][package_name(external["spec"])] = {"externals": [external], "buildable": False}
+        print(f"==> site scope: the {name} compiler declared: {external['spec']} in {external['prefix']}")
+    files.write_text(packages_yaml, yaml.safe_dump(config, sort_keys=False))  # read by concurrent jobs
+
+
 def buildcache_dir() -> Path:
     """Binaries of the stack's installs: images install from it, `spack ci`
     jobs push to it (the site's own, outside the repository)."""
@@ -119,5 +160,5 @@ def used_packages() -> set:
         for name, component in matrix.components[kind].items():
             if not matrix.site.why_unavailable(kind, name):
                 specs = [component["spec"]] if kind == "mpis" else component["providers"].values()
-                used |= {spec.split("@")[0].split()[0] for spec in specs}
+                used |= {package_name(spec) for spec in specs}
     return used | {package for package, how in vendor.every().items() if used & set(how["needed_by"])}

@@ -68,7 +68,7 @@ class Application:
     @property
     def package(self) -> str:
         """The Spack package name, e.g. quantum-espresso."""
-        return _package_name(self.spack)
+        return package_name(self.spack)
 
     @property
     def version(self) -> str:
@@ -409,6 +409,7 @@ def _check_components(file: Path, components: dict, site: Site) -> None:
                 kind.rstrip("s"),
                 f"{kind} of {data.location(file)}",
             )
+    _check_site_compilers(file, site, components["compilers"])
     for name, compiler in components["compilers"].items():
         _check_fat_flags(file, name, compiler["fat_flags"])
         if site.why_unavailable("compilers", name) and "site_external" not in compiler:
@@ -455,6 +456,21 @@ def _env_blocks(components: dict):
             yield f"mpis.{name}.fabrics.{fabric}.env", how["env"]
     for name, math in components["math"].items():
         yield f"math.{name}.env", math["env"]
+
+
+def _check_site_compilers(file: Path, site, compilers: dict) -> None:
+    """A site's `compilers` names a compiler of components.yaml declared
+    outside the OS (with a site_external), which the site has."""
+    declared = {name: c for name, c in compilers.items() if "site_external" in c}
+    for name in site.compilers:
+        key = f"compilers.{name}"
+        where = f"compilers of {data.location(file)} with a site_external"
+        check_choice(site.file, key, name, declared, "compiler", where)
+        if site.why_unavailable("compilers", name):
+            raise InputError(
+                f"{data.location(site.file)}: {key}: the site lists the compiler under "
+                f"unavailable.compilers too: delete one of the two"
+            )
 
 
 def _check_threads_placeholder(file: Path, components: dict) -> None:
@@ -804,7 +820,8 @@ def _translator(name: str, translator: dict, components: dict, site: Site) -> Ru
     )
 
 
-def _package_name(spec: str) -> str:
+def package_name(spec: str) -> str:
+    """The package of a spec: intel-oneapi-compilers-classic@2021.10.0 +x -> intel-oneapi-compilers-classic."""
     return spec.split()[0].split("@")[0]
 
 
@@ -814,7 +831,7 @@ def _spec_names(tree) -> List[str]:
         return []
     own = [tree["spec"]] if isinstance(tree.get("spec"), str) else []
     own += list(tree.get("providers", {}).values())
-    return [_package_name(s) for s in own] + [name for value in tree.values() for name in _spec_names(value)]
+    return [package_name(s) for s in own] + [name for value in tree.values() for name in _spec_names(value)]
 
 
 def _check_build_first(file: Path, components: dict, flavors: List[Flavor]) -> None:
@@ -823,7 +840,7 @@ def _check_build_first(file: Path, components: dict, flavors: List[Flavor]) -> N
     known = {f.app.package for f in flavors} | set(_spec_names(components))
     for i, spec in enumerate(components["build_first"]):
         where = "the applications' and components' specs"
-        check_choice(file, f"build_first[{i}]", _package_name(spec), known, "package", where)
+        check_choice(file, f"build_first[{i}]", package_name(spec), known, "package", where)
 
 
 def load_matrix(site: Site) -> Matrix:

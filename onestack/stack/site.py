@@ -24,6 +24,7 @@ class Site:
     permissions: Dict[str, str]
     unavailable: Dict[str, Dict[str, str]]  # kind (compilers, mpis, math) -> name -> why
     default_flavors: Dict[str, Dict[str, str]]  # app module -> {flavor, why}
+    compilers: Dict[str, dict]  # compiler -> Spack external (spec, prefix, extra_attributes)
     # app module -> {default: version, deprecated: {version: message}, hidden: [version]}
     versions: Dict[str, dict] = None
 
@@ -61,6 +62,7 @@ def _load(folder: Path) -> Site:
         permissions=site["permissions"],
         unavailable={kind: site["unavailable"].get(kind, {}) for kind in ("compilers", "mpis", "math")},
         default_flavors=site["default_flavors"],
+        compilers=site["compilers"],
         versions=site["versions"],
     )
 

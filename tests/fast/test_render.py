@@ -73,6 +73,41 @@ def test_a_second_site_changes_no_shared_file(monkeypatch):
     assert other.flavor("qe/mkl-mvapich2").is_default and default.flavor("qe/openblas-mvapich2").is_default
 
 
+def test_a_site_that_has_intels_compilers_gets_them_declared(tmp_path, monkeypatch):
+    """`spack external find` looks on the OS's PATH only: the compilers a
+    site has in a vendor's prefix are declared in its Spack scope, from its
+    site file's `compilers` (else the vendor's default prefix), and set-up
+    stops, naming the key, where their programs are not there. (Not Intel's
+    compilers: executables named like them, for the declaration alone.)"""
+    monkeypatch.setenv("ONESTACK_SITE", "example-infiniband")
+    with pytest.raises(paths.SetupError, match=r"compilers\.intel .*not executables here: /opt/intel/oneapi/.*/icc"):
+        scope.site_compilers()
+    bin_dir = tmp_path / "intel" / "bin"
+    bin_dir.mkdir(parents=True)
+    for program in ("icc", "icpc", "ifort"):
+        (bin_dir / program).write_text("#!/bin/sh\n")
+        (bin_dir / program).chmod(0o755)
+    programs = {"c": f"{bin_dir}/icc", "cxx": f"{bin_dir}/icpc", "fortran": f"{bin_dir}/ifort"}
+    own = yaml.safe_load((paths.REPO / "sites" / "example-infiniband" / "site.yaml").read_text())
+    own["compilers"] = {
+        "intel": {
+            "spec": "intel-oneapi-compilers-classic@2021.10.0",
+            "prefix": str(tmp_path / "intel"),
+            "extra_attributes": {"compilers": programs},
+        }
+    }
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "site.yaml").write_text(yaml.safe_dump(own))
+    monkeypatch.setenv("ONESTACK_SITE", str(tmp_path / "site"))
+    monkeypatch.setenv("ONESTACK_CACHE", str(tmp_path / "cache"))
+    spack.site_scope().mkdir(parents=True)
+    (spack.site_scope() / "packages.yaml").write_text(yaml.safe_dump({"packages": {"gcc": {"buildable": False}}}))
+    scope.declare_compilers()
+    packages = yaml.safe_load((spack.site_scope() / "packages.yaml").read_text())["packages"]
+    assert packages["intel-oneapi-compilers-classic"]["externals"][0]["extra_attributes"]["compilers"] == programs
+    assert "gcc" in packages and "nvhpc" not in packages, "detected externals kept, an absent compiler not declared"
+
+
 def test_spack_config_carries_the_baseline_and_the_sites_permissions(tmp_path, monkeypatch):
     monkeypatch.setenv("ONESTACK_SITE", "example-infiniband")
     matrix = stack.load()

@@ -9,9 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import require_published, run_flavors
+from conftest import built_levels, require_published, run_flavors
 
-from onestack import spack, stack
+from onestack import stack
 
 # What each family's libraries are, by the real path a program loads (Debian
 # reaches OpenBLAS and the Netlib reference through the same alternatives
@@ -37,22 +37,16 @@ def _of(family: str, loaded: list) -> list:
     return [path for path in loaded if any(mark in path for mark in FAMILY_PATHS[family])]
 
 
-@pytest.fixture(scope="module")
-def roots() -> dict:
-    """The installed root of each flavor, asked of Spack once."""
-    return spack.installed(run_flavors())[1]
-
-
 @pytest.mark.parametrize("module", [f.module_name for f in run_flavors()])
-def test_a_flavor_loads_no_other_math_family(module, roots, published_flavors):
+def test_a_flavor_loads_no_other_math_family(module, live_release, published_flavors):
+    """In every level build its entry point may run."""
     require_published(module, published_flavors)
     flavor = stack.load().flavor(module)
-    root = roots.get(flavor.spack_spec)
-    assert root and root["installed"], f"{module} is published, but Spack has no install of {flavor.spack_spec}"
-    program = Path(root["prefix"]) / "bin" / flavor.app.program
-    loaded = _loaded(program)
-    others = {name: _of(name, loaded) for name in FAMILY_PATHS if name != flavor.math}
-    wrong = {name: libs for name, libs in others.items() if libs}
-    assert not wrong, f"{module} ({flavor.math}) loads another family's libraries: {wrong} ({program})"
-    if "blas" in flavor.app.math_uses:
-        assert _of(flavor.math, loaded), f"{module} loads none of its own {flavor.math} libraries: {loaded}"
+    for build in built_levels(live_release, flavor).values():
+        program = Path(build) / flavor.app.program
+        loaded = _loaded(program)
+        others = {name: _of(name, loaded) for name in FAMILY_PATHS if name != flavor.math}
+        wrong = {name: libs for name, libs in others.items() if libs}
+        assert not wrong, f"{module} ({flavor.math}) loads another family's libraries: {wrong} ({program})"
+        if "blas" in flavor.app.math_uses:
+            assert _of(flavor.math, loaded), f"{module} loads none of its own {flavor.math} libraries: {program}"

@@ -269,9 +269,19 @@ def test_flavor_module_keeps_any_text_as_text(text, tmp_path):
     assert (f"Description: {text}",) in module.values("whatis")
     assert (f"Math: {text}",) in module.values("whatis")
     [help_text] = module.values("help")
-    assert help_text[0].count(text) >= 3, help_text  # description, usage, the setting's value and why
+    assert help_text[0].count(text) >= 4, help_text  # description, usage, the setting's value and why
     assert ("PATH", str(tmp_path / text)) in module.values("prepend_path")
     assert ("LD_PRELOAD", str(tmp_path / text / "libx.so")) in module.values("prepend_path")
+    # The load-time check is a shell command (Lmod's capture): its path
+    # reaches the program as one word, and nothing in it runs.
+    check = tmp_path / text / "check"
+    check.parent.mkdir()
+    check.write_text('#!/bin/sh\nprintf "%s:%s" "$#" "$0"\n')
+    check.chmod(0o755)
+    [(command,)] = module.values("capture")
+    ran = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True)
+    assert ran.stdout.decode() == f"0:{check}", (command, ran.stdout, ran.stderr)
+    assert not (tmp_path / "{marker}").exists(), command
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,18 @@ def _ci(args) -> bool:
 
 
 def _selected(args):
-    return stack.load().select(args.flavors, ci=_ci(args))
+    """The flavors named (FLAVORS=...), else the build lists; a named flavor
+    the site cannot have is refused with the site's reason, before Spack
+    would fail on it without one."""
+    matrix = stack.load()
+    chosen = matrix.select(args.flavors, ci=_ci(args))
+    refused = [f"{f.module_name} ({'; '.join(f.unavailable)})" for f in chosen if f.unavailable]
+    if refused:
+        raise data.InputError(
+            f"{data.location(matrix.site.file)}: the site cannot build {', '.join(refused)}: "
+            "leave it out of FLAVORS, or take what it lacks out of `unavailable`"
+        )
+    return chosen
 
 
 def cmd_render(args) -> None:

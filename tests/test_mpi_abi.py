@@ -70,8 +70,10 @@ def test_problem_passes_on_intel_mpi_runtime(mpi, init_script, published_flavors
         tmp_path,
         init_script,
     )
-    assert all(c.passed for c in checks), "\n".join(map(str, checks))
-    assert "Intel(R) MPI Library, Version 2021.18.1" in (tmp_path / "output.txt").read_text()
+    assert all(c.passed for c in checks), f"{module} on mpi-runtime/impi: " + "\n".join(map(str, checks))
+    assert "Intel(R) MPI Library, Version 2021.18.1" in (tmp_path / "output.txt").read_text(), (
+        f"{module} on mpi-runtime/impi: Intel MPI did not name itself"
+    )
 
 
 def test_an_mpich_build_passes_on_open_mpi_through_the_translator(init_script, published_flavors, tmp_path):
@@ -90,12 +92,13 @@ def test_an_mpich_build_passes_on_open_mpi_through_the_translator(init_script, p
     )
     checks = outcome.checks()
     assert not outcome.failure() and all(c.passed for c in checks), (
+        f"{module} on {translator.module_name}",
         outcome.failure() or "\n".join(map(str, checks)),
         outcome.printed[-3000:],
     )
     initialised = set(re.findall(r"calling init: \S*/(lib(?:mpi|wi4mpi)\S*\.so[.\d]*)", outcome.printed))
     print(f"{module} on {translator.module_name}: {', '.join(map(str, checks))}; initialised {sorted(initialised)}")
-    assert {"libmpi.so.40", "libmpi_mpifh.so.40", "libwi4mpi_MPICH_OMPI.so"} <= initialised, initialised
+    assert {"libmpi.so.40", "libmpi_mpifh.so.40", "libwi4mpi_MPICH_OMPI.so"} <= initialised, (module, initialised)
 
 
 def test_open_mpi_build_is_refused_by_the_runtime(init_script, tmp_path):
@@ -157,7 +160,9 @@ def test_a_flavor_links_the_mpi_it_names(module, init_script, live_release, publ
     program = flavor.app.program
     proc = lmod.clean_shell(init_script, f'module load {module}\necho "$ONESTACK_MPI_ABI"\ncommand -v {program}')
     assert proc.returncode == 0, f"{module}: no {program} after loading it: {proc.stderr}"
-    abi, entry = proc.stdout.split("\n")[:2]
+    said_abi, entry = proc.stdout.split("\n")[:2]
+    abi = flavor.mpi_abi
+    assert said_abi == abi, f"{module}: its module says ONESTACK_MPI_ABI={said_abi!r}, the data {abi}"
     # The entry point is the flavor's own (Debian's lmp and pw.x are the report's baselines).
     assert Path(entry) == dispatch.bin_dir(live_release, flavor) / program, f"{module}: {program} is {entry}"
     for build in built_levels(live_release, flavor).values():

@@ -275,9 +275,12 @@ def sandbox(apptainer: Apptainer, image: Path, folder: Path) -> Path:
     closed. `--unsquash` would unpack the whole image again for every rank,
     and under a launcher that hands its ranks open descriptors (Intel MPI's
     hydra: about 14), unsquashfs, which keeps 10 under the open-file limit,
-    fails with "Too many open files" at the usual soft limit of 1024."""
+    fails with "Too many open files" at the usual soft limit of 1024.
+    Unpacked beside the folder and renamed into place: a failed unpack leaves
+    the folder as it was, never half an image where mpirun would start it."""
     verify(apptainer, image)
-    apptainer.run(["build", "--sandbox", "--force", folder, image], timeout=BUILD_SECONDS)
+    with files.replacing(folder) as partial:
+        apptainer.run(["build", "--sandbox", partial, image], timeout=BUILD_SECONDS)
     return folder
 
 

@@ -2,6 +2,8 @@
 schemas themselves, the catalog that maps files to them, the pipeline file
 against GitLab's, and the whole stack loaded for every site of sites/."""
 
+import subprocess
+
 import jsonschema
 import pytest
 import yaml
@@ -112,3 +114,14 @@ def test_an_unknown_flavor_lists_its_applications_flavors_only():
     assert "qe/openblas-mpich," in str(err.value) and "hpl/" not in str(err.value)
     with pytest.raises(data.InputError, match="the applications are gromacs, hpl, lmp, qe"):
         matrix.select(["nosuchapp/openblas-mpich"])
+
+
+def test_a_named_flavor_the_site_cannot_have_is_refused_with_its_reason():
+    """`make stack FLAVORS=qe/mkl-impi-intel` where the site lacks Intel's
+    compilers: refused with the site's reason before Spack is asked."""
+    proc = subprocess.run(
+        [str(paths.REPO / "bin" / "onestack"), "render", "qe/mkl-impi-intel"], capture_output=True, text=True
+    )
+    reason = stack.load().flavor("qe/mkl-impi-intel").unavailable[0]
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "the site cannot build qe/mkl-impi-intel" in proc.stderr and reason in proc.stderr, proc.stderr

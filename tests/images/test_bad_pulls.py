@@ -67,8 +67,9 @@ def test_wrong_password(pusher, signed_sif, desktop, reg, dest):
 
 def test_unsigned_image_is_not_pushed_and_not_pulled(pusher, tiny_sif, desktop, reg, dest):
     uri = reg.oras_uri("onestack/unsigned", "v1")
-    with pytest.raises(ApptainerError):
+    with pytest.raises(ApptainerError) as refused:
         apptainer.push(pusher, tiny_sif, uri)  # onestack's push verifies first
+    assert "unsigned" in refused.value.fix, refused.value
     push_unchecked(pusher, tiny_sif, uri)
     err = refused_pull(desktop, uri, dest)
     assert "unsigned" in err.fix, err
@@ -79,8 +80,9 @@ def test_tampered_image_is_not_pushed_and_not_pulled(pusher, signed_sif, desktop
     shutil.copy2(signed_sif, image)
     tamper(image, apptainer.sif_objects(pusher, image))
     uri = reg.oras_uri("onestack/tampered", "v1")
-    with pytest.raises(ApptainerError):
+    with pytest.raises(ApptainerError) as refused:
         apptainer.push(pusher, image, uri)
+    assert "changed after it was signed" in refused.value.fix, refused.value
     push_unchecked(pusher, image, uri)
     err = refused_pull(desktop, uri, dest)
     assert "changed after it was signed" in err.fix, err

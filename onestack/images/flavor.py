@@ -239,15 +239,6 @@ def _environment(closure: dict) -> List[Tuple[str, str, bool]]:
     return settings
 
 
-def build_hashes(flavor: Flavor, roots: Dict[str, dict]) -> List[str]:
-    """The installed builds of a flavor: its own and those of its CPU levels."""
-    return [
-        roots[spec]["hash"]
-        for spec in [flavor.spack_spec, *dict(flavor.levels).values()]
-        if roots.get(spec) and roots[spec]["installed"]
-    ]
-
-
 def helper_hashes(flavor: Flavor, roots: Dict[str, dict]) -> List[str]:
     """What the image carries beside the builds: the CPU dispatcher, and the
     library the flavor preloads (components.yaml `preload`), if any."""
@@ -264,7 +255,7 @@ def write_context(flavor: Flavor, roots: Dict[str, dict]) -> Path:
     """The flavor's build context (written beside, then renamed into place)."""
     root = roots[flavor.spack_spec]
     builds = dispatch.levels(flavor, roots)
-    builds_hashes = build_hashes(flavor, roots)
+    builds_hashes = spack.build_hashes(flavor, roots)
     hashes = builds_hashes + helper_hashes(flavor, roots)
     # The view holds the baseline build's closure: two builds of one package
     # cannot share a view, so the level builds (and the dispatcher, static,
@@ -421,7 +412,7 @@ def _up_to_date(runner_: apptainer.Apptainer, image: Path, inputs: str) -> bool:
 def build(flavor: Flavor, roots: Dict[str, dict]) -> Path:
     """The flavor's signed SIF, rebuilt only when its inputs changed; a
     failed build leaves the previous image (or none) in place."""
-    for root_hash in [*build_hashes(flavor, roots), *helper_hashes(flavor, roots)]:
+    for root_hash in [*spack.build_hashes(flavor, roots), *helper_hashes(flavor, roots)]:
         spack.run(
             "buildcache", "push", "--update-index", "--unsigned", scope.BUILDCACHE_MIRROR, f"/{root_hash}", quiet=True
         )

@@ -19,7 +19,7 @@ from typing import List, Optional
 
 from onestack import spack
 from onestack.images import ImageError, apptainer, keys
-from onestack.images.flavor import build_hashes, images_dir, module_image
+from onestack.images.flavor import images_dir, module_image
 from onestack.modules import publish
 from onestack.spack import oci_buildcache
 from onestack.stack.flavors import Flavor
@@ -59,6 +59,27 @@ def live_images() -> List[Path]:
     return images
 
 
+def _holds(runner, image: Path) -> set:
+    """The Spack builds an image carries, by its label."""
+    return set(apptainer.inspect(runner, image).get("org.onestack.spack-hashes", "").split())
+
+
+def _check_built_from_live_release(runner, images: List[Path]) -> None:
+    """Each image holds the very builds of its flavor in the live release:
+    an image kept after its rebuild failed, or built before a rollback,
+    would pass for the release's under its tag. (A release published before
+    its manifest named its builds is not checked.)"""
+    release = publish.current_release()
+    builds = publish.release_manifest(release).get("builds", {})
+    by_image = {module_image(name): hashes for name, hashes in builds.items()}
+    stale = [image.name for image in images if image in by_image and not set(by_image[image]) <= _holds(runner, image)]
+    if stale:
+        raise ImageError(
+            f"push-images: {', '.join(stale)} not built from the live release's ({release.name}) builds of "
+            "its flavor; nothing pushed: run `make images`, then `make push-images` again"
+        )
+
+
 def push_all() -> List[str]:
     """Each image of the live release's flavors (live_images), all verified
     before any is pushed (never an unsigned or altered one), then pushed,
@@ -73,6 +94,7 @@ def push_all() -> List[str]:
     runner = apptainer.find(keys.signing_env())
     for image in images:
         apptainer.verify(runner, image)
+    _check_built_from_live_release(runner, images)
     print(f"==> push-images: the site's public key for desktop users: {public_key()}")
     apptainer.login(
         runner,
@@ -106,7 +128,7 @@ def push_binaries(selected: List[Flavor]) -> str:
     dependencies, into the registry's buildcache; returns its URL."""
     url = buildcache_url(_settings()["registry"])
     built, roots = spack.installed([f for f in selected if f.published])
-    hashes = [h for flavor in built for h in build_hashes(flavor, roots)]
+    hashes = [h for flavor in built for h in spack.build_hashes(flavor, roots)]
     with tempfile.TemporaryDirectory() as tmp:
         oci_buildcache.push(hashes, oci_buildcache.write_scope(Path(tmp), url), dict(os.environ))
     print(

@@ -498,6 +498,8 @@ def _publish(selected: List[Flavor], force: bool) -> Path:
         "runtimes": runtime_modules,
         "fingerprint": fingerprint,
         "lists": _lists(),
+        # What each flavor's image must have been built from (make push-images).
+        "builds": {f.module_name: spack.build_hashes(f, roots) for f in selected},
     }
     history = _history() if current_link().is_symlink() else []
     _mark_complete(release, manifest)

@@ -231,6 +231,15 @@ def _flavor_roots(specs: List[str]) -> Dict[str, Optional[dict]]:
     return roots
 
 
+def build_hashes(flavor: Flavor, roots: Dict[str, dict]) -> List[str]:
+    """The installed builds of a flavor: its own and those of its CPU levels."""
+    return [
+        roots[spec]["hash"]
+        for spec in [flavor.spack_spec, *dict(flavor.levels).values()]
+        if roots.get(spec) and roots[spec]["installed"]
+    ]
+
+
 def installed(selected: List[Flavor]) -> Tuple[List[Flavor], Dict[str, dict]]:
     """What is installed here, the one question every later step asks: the
     flavors of selected that are built, and the concrete installed root of

@@ -45,3 +45,25 @@ def test_no_image_of_the_live_release_is_an_error_naming_the_fix(live, monkeypat
     (flavor.images_dir() / "qe-7.4-mkl-mpich.sif").write_text("an image")
     with pytest.raises(push.ImageError, match="no image of a flavor of the live release .* run `make images` first"):
         push.push_all()
+
+
+def test_an_image_not_built_from_the_live_release_is_not_pushed(live, monkeypatch):
+    """An image kept after its rebuild failed, or built before a rollback:
+    its label names other builds than the live release's, and nothing is
+    pushed. (Apptainer's calls answer as for such an image: what is judged
+    here is push's decision.)"""
+    for name in push.VARIABLES:
+        monkeypatch.setenv(name, "registry.test/hpc" if name == "ONESTACK_REGISTRY" else "x")
+    manifest = json.loads((live / publish.COMPLETE_MARK).read_text())
+    manifest["builds"] = {"hpl/openblas-mpich": ["live0hash", "live1hash"]}
+    (live / publish.COMPLETE_MARK).write_text(json.dumps(manifest))
+    image = flavor.sif_path(stack.load().flavor("hpl/openblas-mpich"))
+    image.write_text("an image")
+    monkeypatch.setattr(push.keys, "signing_env", lambda: {})
+    monkeypatch.setattr(push.apptainer, "find", lambda env: None)
+    monkeypatch.setattr(push.apptainer, "verify", lambda runner, image: None)
+    labels = {"org.onestack.spack-hashes": "live0hash older1hash dispatcherhash"}
+    monkeypatch.setattr(push.apptainer, "inspect", lambda runner, image: labels)
+    monkeypatch.setattr(push.apptainer, "login", lambda *args: pytest.fail("logged in to push a stale image"))
+    with pytest.raises(push.ImageError, match=f"{image.name} not built from the live release's"):
+        push.push_all()

@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from onestack import paths, problems, spack, stack
-from onestack.images.flavor import build_hashes
 from onestack.images.push import buildcache_url
 from onestack.spack import SpackError, oci_buildcache, query
 
@@ -42,7 +41,7 @@ def pushed(reg, published_flavors, workdir):
         oci_buildcache.PASSWORD_VARIABLE: reg.password,
     }
     url = buildcache_url(f"{reg.host}/onestack")
-    hashes = build_hashes(flavor, roots)
+    hashes = spack.build_hashes(flavor, roots)
     timed(
         f"spack buildcache push {FLAVOR} (oci://, loopback)",
         oci_buildcache.push,

@@ -97,11 +97,15 @@ def _make_read_only(tree: Path) -> None:
 
 def _mark_complete(release: Path, manifest: dict) -> None:
     """Read-only first, then the mark: a release whose chmod failed is
-    never marked complete (and the next publish removes it)."""
+    never marked complete (and the next publish removes it). Each on disk
+    before the next step (os.sync): after a power cut, a release marked
+    complete, or made live, holds whole files."""
     _make_read_only(release)
+    os.sync()
     os.chmod(release, 0o755)
     files.write_text(release / COMPLETE_MARK, json.dumps(manifest, indent=1) + "\n", mode=0o444)
     os.chmod(release, 0o555)
+    os.sync()
 
 
 def _new_release_dir() -> Path:

@@ -199,6 +199,14 @@ def make(reduced: bool, only: Optional[List[str]] = None) -> Path:
         "==> report: MPI benchmarks within a node and between 2 nodes of the virtual cluster:\n"
         + links.get("table", links.get("skipped", ""))
     )
+    # results.json before index.html: the page is the mark of a whole report (latest).
+    (out / "results.json").write_text(
+        json.dumps(
+            {"host": cpu, "peak": measured_peak, "apps": apps, "goals": judged, "interconnect": links},
+            indent=1,
+            default=str,
+        )
+    )
     page.write(
         out,
         apps=apps,
@@ -211,13 +219,6 @@ def make(reduced: bool, only: Optional[List[str]] = None) -> Path:
         release=publish.current_release().name,
         interconnect=links,
         host=cpu,
-    )
-    (out / "results.json").write_text(
-        json.dumps(
-            {"host": cpu, "peak": measured_peak, "apps": apps, "goals": judged, "interconnect": links},
-            indent=1,
-            default=str,
-        )
     )
     _print_verdicts(judged, apps, cpu)
     print(f"==> report: {out / 'index.html'}")

@@ -104,11 +104,14 @@ def test_a_flavor_loads_by_its_version_and_spider_lists_it(module, init_script, 
     assert versioned in spider.split(), f"module spider does not list {versioned}: {spider}"
 
 
-def test_spider_lists_every_flavor_with_its_description(init_script, published_flavors):
-    proc = lmod.clean_shell(init_script, "module spider qe 2>&1")
-    for module in (m for m in published_flavors if m.startswith("qe/")):
-        assert module in proc.stdout
-    assert "Quantum ESPRESSO" in proc.stdout
+@pytest.mark.parametrize("module", RUN)
+def test_spider_lists_every_flavor_with_its_description(module, init_script, published_flavors):
+    require_published(module, published_flavors)
+    flavor = stack.load().flavor(module)
+    proc = lmod.clean_shell(init_script, f"module spider {flavor.app.module} 2>&1")
+    said = f"module spider {flavor.app.module}:\n{proc.stdout}"
+    assert flavor.unversioned_name in proc.stdout, f"{module}: not listed by {said}"
+    assert flavor.app.description.split()[0] in proc.stdout, f"{module}: no description in {said}"
 
 
 def test_whatis_and_help_say_what_the_flavor_is_and_how_to_run_it(init_script):

@@ -1,5 +1,5 @@
 """The Debian base image the test images start from: built once with
-Apptainer's debootstrap agent (`Bootstrap: debootstrap`, root only) and
+Apptainer's debootstrap agent (`Bootstrap: debootstrap`, under --fakeroot) and
 cached under $ONESTACK_CACHE/images/base/, so that an image on top of it
 (`Bootstrap: localimage`) builds in seconds instead of debootstrapping each
 time. The mirror is read at build time from this machine's apt
@@ -8,7 +8,7 @@ configuration: no package host is written into the repository."""
 import hashlib
 import re
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, Iterator, List, Tuple
 
 from onestack import files, paths
 from onestack.images import ImageError, apptainer, render
@@ -39,28 +39,41 @@ def release_codename() -> str:
     return found.group(1)
 
 
-def debian_mirror() -> Tuple[str, str]:
-    """(mirror URL, suite) of this machine's Debian entry: the deb822 stanza
-    of /etc/apt/sources.list.d/*.sources whose Suites name the release."""
-    suite = release_codename()
+def _entries() -> Iterator[Tuple[Path, str, List[str]]]:
+    """(file, first URI, suites) of each Debian entry apt has here: the
+    deb822 stanzas of sources.list.d/*.sources, then the one-line `deb`
+    entries of sources.list and sources.list.d/*.list (bookworm's installer
+    writes those)."""
     for sources in sorted(APT_SOURCES.glob("*.sources")):
         for stanza in _stanzas(sources.read_text()):
-            if suite in stanza.get("Suites", "").split() and stanza.get("URIs"):
-                mirror = stanza["URIs"].split()[0]
-                if not MIRROR_PATTERN.fullmatch(mirror) or not SUITE_PATTERN.fullmatch(suite):
-                    raise ImageError(
-                        f"{sources}: URIs {mirror!r} / suite {suite!r} cannot go into a "
-                        "definition header (one URL, no spaces)"
-                    )
-                return mirror, suite
+            if stanza.get("URIs"):
+                yield sources, stanza["URIs"].split()[0], stanza.get("Suites", "").split()
+    for listing in [APT_SOURCES.parent / "sources.list", *sorted(APT_SOURCES.glob("*.list"))]:
+        for line in listing.read_text().splitlines() if listing.is_file() else []:
+            words = re.sub(r"\[[^]]*\]", " ", line).split()  # deb [options] URI SUITE COMPONENT...
+            if len(words) >= 3 and words[0] == "deb":
+                yield listing, words[1], [words[2]]
+
+
+def debian_mirror() -> Tuple[str, str]:
+    """(mirror URL, suite) of this machine's Debian entry for its release."""
+    suite = release_codename()
+    for sources, mirror, suites in _entries():
+        if suite in suites:
+            if not MIRROR_PATTERN.fullmatch(mirror) or not SUITE_PATTERN.fullmatch(suite):
+                raise ImageError(
+                    f"{sources}: URIs {mirror!r} / suite {suite!r} cannot go into a "
+                    "definition header (one URL, no spaces)"
+                )
+            return mirror, suite
     raise ImageError(
-        f"no Debian entry for {suite} in {APT_SOURCES}/*.sources (deb822 format): the "
-        "debootstrap base needs the mirror this machine installs from"
+        f"no Debian entry for {suite} in {APT_SOURCES}/*.sources, {APT_SOURCES.parent}/sources.list or "
+        f"{APT_SOURCES}/*.list: the debootstrap base needs the mirror this machine installs from"
     )
 
 
 def base_image(runner: apptainer.Apptainer) -> Path:
-    """The cached base SIF, built (as root) when missing or when its
+    """The cached base SIF, built (with --fakeroot) when missing or when its
     definition changed (named by the definition's hash)."""
     mirror, suite = debian_mirror()
     definition = render("base-debootstrap.def", suite=suite, mirror=mirror)

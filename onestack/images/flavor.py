@@ -220,9 +220,10 @@ def _help(flavor: Flavor, problem) -> str:
 
 
 # A hybrid flavor's `{threads}` in the image (schema runtime_env `hybrid`):
-# as its module reads it, Slurm's cpus per task in a job, else the
-# OMP_NUM_THREADS the user set, else 1; a shell expansion, quoted.
-THREADS_SH = '"${SLURM_CPUS_PER_TASK:-${OMP_NUM_THREADS:-1}}"'
+# the shell variable %environment sets as its module reads it (Slurm's cpus
+# per task in a job, else the OMP_NUM_THREADS the user set, else 1; 1 for
+# anything but a number), quoted.
+THREADS_SH = '"$onestack_threads"'
 
 
 def _environment(closure: dict) -> List[Tuple[str, str, bool]]:

@@ -163,9 +163,11 @@ def _fingerprint(selected: List[Flavor], roots: Dict[str, dict]) -> str:
         digest.update(f"{flavor.module_name}\n".encode())
     for spec in sorted(s for s in roots if roots[s]):
         digest.update(f"{spec} {roots[spec]['hash']}\n".encode())
-    # This file too: a change of what publish writes must make a new release.
+    # The code that writes modules too (this package and the escaping
+    # filters): a change of what publish writes must make a new release.
     sources = [
-        Path(__file__),
+        *sorted(Path(__file__).parent.glob("*.py")),
+        paths.REPO / "onestack" / "render.py",
         paths.REPO / "modulefiles" / "modules.yaml",
         *sorted(TEMPLATES.iterdir()),
         *sorted(paths.environments_dir().glob("*.yaml")),

@@ -651,7 +651,7 @@ def _load_application(file: Path, components: dict, site: Site) -> List[Flavor]:
         )
     _check_unique_names(file, flavors)
     # The reference and the native twin are built for `make test` only where
-    # ci_build names them: a QE twin is 20 min of CI's 90.
+    # ci_build names them: a QE twin is much of CI's budget (docs/site-staff/ci.md).
     measured_only = [f.name for f in flavors if not f.published]
     for i, name in enumerate(app.ci_build):
         check_choice(

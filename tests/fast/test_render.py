@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from onestack import host, paths, render, spack, stack
+from onestack.images import base
 from onestack.modules import publish
 from onestack.problems import How, Problem, runner
 from onestack.spack import environment, scope, vendor
@@ -492,11 +493,19 @@ def _definition(flavor, help_text: str = "help") -> str:
 
 
 @pytest.mark.parametrize(
-    "given,threads", [({}, "1"), ({"OMP_NUM_THREADS": "3"}, "3"), ({"SLURM_CPUS_PER_TASK": "4"}, "4")]
+    "given,threads",
+    [
+        ({}, "1"),
+        ({"OMP_NUM_THREADS": "3"}, "3"),
+        ({"SLURM_CPUS_PER_TASK": "4", "OMP_NUM_THREADS": "8"}, "4"),
+        ({"SLURM_CPUS_PER_TASK": "2; rm -rf ~"}, "1"),
+        ({"OMP_NUM_THREADS": "04"}, "1"),
+    ],
 )
 def test_a_hybrid_images_threads_follow_the_job(given, threads, tmp_path):
     """A hybrid flavor's image sets its threads per rank as its module does:
-    Slurm's cpus per task in a job, else what the user set, else 1 (the
+    Slurm's cpus per task in a job, else what the user set, else 1, and 1
+    for anything but a number (the
     image of gromacs/openblas-mpich once exported OMP_NUM_THREADS={threads})."""
     flavor = next(f for f in stack.load().flavors if f.threads == "openmp" and f.published)
     environment = _definition(flavor).split("%environment\n")[1].split("\n%")[0]
@@ -695,3 +704,20 @@ def test_spack_is_started_again_only_when_the_lock_or_its_inputs_changed(tmp_pat
     database.write_text('{"installed": 1}')
     spack._flavor_roots(["hpl"])
     assert started[4:] == ["flavor_roots"], started
+
+
+def test_the_image_base_takes_the_mirror_from_either_apt_format(tmp_path, monkeypatch):
+    """deb822 stanzas (Debian's cloud images) or one-line entries (its
+    installer's sources.list): the entry for this release, deb822 first."""
+    monkeypatch.setattr(base, "APT_SOURCES", tmp_path / "sources.list.d")
+    monkeypatch.setattr(base, "release_codename", lambda: "bookworm")
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list").write_text(
+        "deb http://one.invalid/debian-security bookworm-security main\n"
+        "deb [arch=amd64 signed-by=/k.gpg] http://one.invalid/debian bookworm main\n"
+    )
+    assert base.debian_mirror() == ("http://one.invalid/debian", "bookworm")
+    (tmp_path / "sources.list.d" / "debian.sources").write_text(
+        "Types: deb\nURIs: http://stanza.invalid/debian\nSuites: bookworm bookworm-updates\nComponents: main\n"
+    )
+    assert base.debian_mirror() == ("http://stanza.invalid/debian", "bookworm")

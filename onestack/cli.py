@@ -2,7 +2,9 @@
 
 import argparse
 import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -85,16 +87,28 @@ def cmd_signing_key(args) -> None:
     print(f"==> site: image signing key {keys.ensure_site_key(apptainer.find(keys.signing_env()))}")
 
 
+def _make_prefix_with_sudo(prefix: Path) -> None:
+    """A prefix under a root-owned folder (/opt): made for this user with
+    sudo, as set-up installs Debian's packages (README: sudo or root)."""
+    made = os.geteuid() != 0 and shutil.which("sudo") is not None
+    if made:
+        print(f"==> site: creating the prefix {prefix} for this user with sudo")
+        owner = ["-o", str(os.getuid()), "-g", str(os.getgid())]
+        made = subprocess.run(["sudo", "install", "-d", *owner, "-m", "755", str(prefix)]).returncode == 0
+    if not made:
+        raise paths.SetupError(
+            f"cannot create the prefix {prefix} (the site's `prefix`): create it for this "
+            "user, or set ONESTACK_PREFIX to a folder of yours"
+        )
+
+
 def _check_prefix(prefix: Path) -> None:
     """The prefix must be ours to write (made here when missing), and every
     user must be able to reach it: a tree under a private home is not."""
     try:
         prefix.mkdir(parents=True, exist_ok=True)
     except PermissionError:
-        raise paths.SetupError(
-            f"cannot create the prefix {prefix} (the site's `prefix`): create it for this "
-            "user, or set ONESTACK_PREFIX to a folder of yours"
-        ) from None
+        _make_prefix_with_sudo(prefix)
     if not os.access(prefix, os.W_OK):
         raise paths.SetupError(f"the prefix {prefix} is not writable by this user: set ONESTACK_PREFIX")
     closed = [p for p in [prefix, *prefix.parents] if not p.stat().st_mode & 0o001]
@@ -166,6 +180,12 @@ def cmd_public_key(args) -> None:
 
 def cmd_push_binaries(args) -> None:
     push.push_binaries(_selected(args))
+
+
+def cmd_install_binaries(args) -> None:
+    if len(args.build) != 2:
+        raise data.InputError("install-binaries: give the build's hash and the install tree: /<hash> <prefix>")
+    push.install_binaries(args.build[0], Path(args.build[1]).resolve())
 
 
 def cmd_check(args) -> None:
@@ -339,6 +359,12 @@ COMMANDS = [
         cmd_push_binaries,
         "push the published flavors' Spack binaries to the site's registry",
         [FLAVORS],
+    ),
+    (
+        "install-binaries",
+        cmd_install_binaries,
+        "install a pushed build and its dependencies from the site's registry, its blobs checked first",
+        [("build", "the build's Spack hash as push-binaries prints it (/abc...), then the install tree")],
     ),
     ("check", cmd_check, "run the test problems of the selected published flavors through their modules", [FLAVORS]),
     ("audit", cmd_audit, "validate the stack's data, site recipes and pipeline file", []),

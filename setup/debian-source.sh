@@ -17,7 +17,8 @@ suite=$1 package=$2 version=$3 dest=$4
 die() { echo "error: debian-source: $*" >&2; exit 1; }
 
 # The URIs (and keyring) of this machine's Debian entry: the deb822 stanza
-# whose Suites name the release's own codename, else the one-line entry.
+# whose Suites name the release's own codename, else the one-line entry, with
+# the component main (not a third party's of the same suite, e.g. Docker's).
 debian_entry() {
   local codename
   codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
@@ -38,8 +39,9 @@ one_line_entry() {
           for (i = 1; i <= n; i++) if (opt[i] ~ /^signed-by=/) { keys = opt[i]; sub(/^signed-by=/, "", keys) }
           line = substr(line, 1, RSTART - 1) substr(line, RSTART + RLENGTH)
         }
-        split(line, word, /[ \t]+/)
-        if (word[3] == want) { print word[2] "\t" keys; exit }
+        n = split(line, word, /[ \t]+/); main = 0
+        for (i = 4; i <= n; i++) if (word[i] == "main") main = 1
+        if (word[3] == want && main) { print word[2] "\t" keys; exit }
       }' "$f"
   done
 }
@@ -49,14 +51,15 @@ deb822_entry() {
   for f in /etc/apt/sources.list.d/*.sources; do
     [ -f "$f" ] || continue
     awk -v RS= -v want="$1" '
-      { uris = ""; keys = ""; hit = 0
+      { uris = ""; keys = ""; hit = 0; main = 0
         n = split($0, line, "\n")
         for (i = 1; i <= n; i++) {
           if (line[i] ~ /^URIs:/)      { uris = line[i]; sub(/^URIs:[ \t]*/, "", uris) }
           if (line[i] ~ /^Signed-By:/) { keys = line[i]; sub(/^Signed-By:[ \t]*/, "", keys) }
           if (line[i] ~ /^Suites:/)    { m = split(line[i], s, /[ \t]+/); for (j = 2; j <= m; j++) if (s[j] == want) hit = 1 }
+          if (line[i] ~ /^Components:/) { m = split(line[i], c, /[ \t]+/); for (j = 2; j <= m; j++) if (c[j] == "main") main = 1 }
         }
-        if (hit && uris != "") { print uris "\t" keys; exit }
+        if (hit && main && uris != "") { print uris "\t" keys; exit }
       }' "$f"
   done
 }

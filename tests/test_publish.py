@@ -119,21 +119,31 @@ def test_a_publish_leaves_what_it_links_to_as_it_was(modules_root):
     assert not changed, f"publish made files outside its release read-only: {changed}"
 
 
-def test_the_ci_lists_never_replace_a_tree_of_the_build_lists(modules_root):
-    """`make test` run on a production host's prefix: its publish of the
-    ci_build lists is refused where the live release holds the build lists'
-    flavors (simulated here by that release's manifest), and the tree users
-    load stays what it was."""
-    onestack("publish", env_extra=modules_root, check=True)
-    live = _current(modules_root)
-    manifest = os.path.join(live, publish.COMPLETE_MARK)
-    os.chmod(live, 0o755)
+def _as_build_lists(release, **changes):
+    """The release's manifest, as `make stack` would have written it."""
+    manifest = os.path.join(release, publish.COMPLETE_MARK)
+    os.chmod(release, 0o755)
     os.chmod(manifest, 0o644)
     with open(manifest) as f:
         content = json.load(f)
-    assert content["lists"] == "ci_build", content
     with open(manifest, "w") as f:
-        json.dump({**content, "lists": "build"}, f)
+        json.dump({**content, "lists": "build", **changes}, f)
+    return content
+
+
+def test_the_ci_lists_never_replace_a_tree_of_the_build_lists(modules_root):
+    """`make test` on a production host's prefix: where the live release of
+    the build lists (simulated by its manifest) holds this run's very
+    builds, it stays and is tested; where it holds others, the run's
+    publish is refused, and the tree users load stays what it was."""
+    onestack("publish", env_extra=modules_root, check=True)
+    live = _current(modules_root)
+    content = _as_build_lists(live)
+    assert content["lists"] == "ci_build", content
+    kept = onestack("publish", "--force", env_extra=modules_root, check=True)
+    assert "holds this run's builds" in kept.stdout and _current(modules_root) == live, kept.stdout
+    module = next(iter(content["builds"]))
+    _as_build_lists(live, builds={**content["builds"], module: ["another0build"]})
     refused = onestack("publish", "--force", env_extra=modules_root)
     assert refused.returncode == 1 and "ONESTACK_PREFIX" in refused.stderr, refused.stderr
     assert _current(modules_root) == live and _loads(modules_root)

@@ -40,18 +40,19 @@ def release_codename() -> str:
 
 
 def _entries() -> Iterator[Tuple[Path, str, List[str]]]:
-    """(file, first URI, suites) of each Debian entry apt has here: the
+    """(file, first URI, suites) of each Debian entry apt has here (with the
+    component main: not a third party's of the same suite, e.g. Docker's): the
     deb822 stanzas of sources.list.d/*.sources, then the one-line `deb`
     entries of sources.list and sources.list.d/*.list (bookworm's installer
     writes those)."""
     for sources in sorted(APT_SOURCES.glob("*.sources")):
         for stanza in _stanzas(sources.read_text()):
-            if stanza.get("URIs"):
+            if stanza.get("URIs") and "main" in stanza.get("Components", "").split():
                 yield sources, stanza["URIs"].split()[0], stanza.get("Suites", "").split()
     for listing in [APT_SOURCES.parent / "sources.list", *sorted(APT_SOURCES.glob("*.list"))]:
         for line in listing.read_text().splitlines() if listing.is_file() else []:
             words = re.sub(r"\[[^]]*\]", " ", line).split()  # deb [options] URI SUITE COMPONENT...
-            if len(words) >= 3 and words[0] == "deb":
+            if len(words) >= 4 and words[0] == "deb" and "main" in words[3:]:
                 yield listing, words[1], [words[2]]
 
 

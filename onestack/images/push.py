@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import List, Optional
 
-from onestack import spack
+from onestack import paths, spack
 from onestack.images import ImageError, apptainer, keys
 from onestack.images.flavor import images_dir, module_image
 from onestack.modules import publish
@@ -33,14 +33,14 @@ REFERENCE = re.compile(r"[A-Za-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)*")
 TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 
 
-def _settings() -> dict:
+def _settings(command: str) -> dict:
     missing = [v for v in VARIABLES if not os.environ.get(v)]
     if missing:
-        raise ImageError(f"push-images: set {', '.join(missing)} (the site's registry, see onestack/images/push.py)")
+        raise ImageError(f"{command}: set {', '.join(missing)} (the site's registry, see onestack/images/push.py)")
     registry, tag = os.environ["ONESTACK_REGISTRY"], os.environ.get("ONESTACK_IMAGE_TAG", "latest")
     if not REFERENCE.fullmatch(registry) or not TAG.fullmatch(tag):
         raise ImageError(
-            f"push-images: ONESTACK_REGISTRY={registry!r} / ONESTACK_IMAGE_TAG={tag!r}: expected "
+            f"{command}: ONESTACK_REGISTRY={registry!r} / ONESTACK_IMAGE_TAG={tag!r}: expected "
             "host[:port]/path and a tag of letters, digits, . _ -"
         )
     return {"registry": registry, "tag": tag}
@@ -85,7 +85,7 @@ def push_all() -> List[str]:
     before any is pushed (never an unsigned or altered one), then pushed,
     with the site's public key written beside them for desktop users;
     returns the references pushed."""
-    settings = _settings()
+    settings = _settings("push-images")
     images = live_images()
     if not images:
         raise ImageError(
@@ -126,18 +126,27 @@ def buildcache_url(registry: str) -> str:
 def push_binaries(selected: List[Flavor]) -> str:
     """The selected published flavors' builds, with their link and run
     dependencies, into the registry's buildcache; returns its URL."""
-    url = buildcache_url(_settings()["registry"])
+    url = buildcache_url(_settings("push-binaries")["registry"])
     built, roots = spack.installed([f for f in selected if f.published])
     hashes = [h for flavor in built for h in spack.build_hashes(flavor, roots)]
     with tempfile.TemporaryDirectory() as tmp:
         oci_buildcache.push(hashes, oci_buildcache.write_scope(Path(tmp), url), dict(os.environ))
-    print(
-        f"==> push-binaries: {', '.join(f.module_name for f in built)} -> {url}\n"
-        f"    install elsewhere: spack mirror add --oci-username-variable {oci_buildcache.USER_VARIABLE} "
-        f"--oci-password-variable {oci_buildcache.PASSWORD_VARIABLE} onestack {url}; "
-        "spack install --cache-only --no-check-signature <spec>"
-    )
+    print(f"==> push-binaries: {', '.join(f.module_name for f in built)} -> {url}")
+    for flavor in built:
+        print(f"    install elsewhere: bin/onestack install-binaries /{roots[flavor.spack_spec]['hash']} <prefix>")
     return url
+
+
+def install_binaries(spec_hash: str, into: Path) -> Path:
+    """One pushed build and its dependencies from the registry's buildcache
+    into an install tree, with the pinned Spack and the site recipes, every
+    blob checked against its digest first (oci_buildcache.install: Spack
+    does not sign OCI buildcaches)."""
+    url = buildcache_url(_settings("install-binaries")["registry"])
+    scope = oci_buildcache.write_scope(paths.cache() / "install-binaries" / into.name, url, install_root=into)
+    installed = oci_buildcache.install(spec_hash.removeprefix("/"), scope, dict(os.environ))
+    print(f"==> install-binaries: /{spec_hash.removeprefix('/')} from {url} into {installed.root}")
+    return installed.root
 
 
 def public_key(dest: Optional[Path] = None) -> Path:

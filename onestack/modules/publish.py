@@ -163,8 +163,15 @@ def _fingerprint(selected: List[Flavor], roots: Dict[str, dict]) -> str:
         digest.update(f"{flavor.module_name}\n".encode())
     for spec in sorted(s for s in roots if roots[s]):
         digest.update(f"{spec} {roots[spec]['hash']}\n".encode())
-    # The code that writes modules too (this package and the escaping
-    # filters): a change of what publish writes must make a new release.
+    digest.update(_shape().encode())
+    return digest.hexdigest()
+
+
+def _shape() -> str:
+    """The files that shape modules, whatever they are made of: the code that
+    writes them (this package and the escaping filters) among them, since a
+    change of what publish writes must make a new release."""
+    digest = hashlib.sha256()
     sources = [
         *sorted(Path(__file__).parent.glob("*.py")),
         paths.REPO / "onestack" / "render.py",
@@ -462,25 +469,34 @@ def _lists() -> str:
     return "ci_build" if stack.ci_lists() else "build"
 
 
-def _check_lists_kept(live: dict) -> None:
-    """A release of the ci_build lists (`make test`) never replaces a live
-    one of the build lists: it would take every other flavor from the
-    users of that tree. (Releases made before the manifest named its lists
-    name none, and pass.)"""
-    if _lists() == "ci_build" and live.get("lists") == "build":
-        raise PublishError(
-            f"{current_release()} is live with the build lists' flavors ({len(live['flavors'])}); "
-            "a publish of the ci_build lists (`make test`, --ci) would replace it with fewer.\n"
-            f"  fix: run the tests with a prefix of their own (ONESTACK_PREFIX=..., not {paths.prefix()}), "
-            "or publish the build lists here (`make stack`)"
-        )
+def _keeps_build_lists(live: dict, selected: List[Flavor], roots: Dict[str, dict]) -> bool:
+    """Whether the live release is one of the build lists (`make stack`)
+    that a release of the ci_build lists (`make test`, --ci) must not
+    replace: it would take every other flavor from the users of that tree.
+    Where it holds this run's very builds, shaped by the same files, it is
+    this run's release too, and stays; otherwise the run is refused.
+    (Releases made before the manifest named its lists name none.)"""
+    if _lists() != "ci_build" or live.get("lists") != "build":
+        return False
+    builds = live.get("builds", {})
+    same = all(builds.get(f.module_name) == spack.build_hashes(f, roots) for f in selected)
+    if same and live.get("shape") == _shape():
+        print(f"==> publish: release {current_release().name} of the build lists is live and holds this run's builds")
+        return True
+    raise PublishError(
+        f"{current_release()} is live with the build lists' flavors ({len(live['flavors'])}), built or shaped "
+        "otherwise than this run's; a publish of the ci_build lists (`make test`, --ci) would replace it with "
+        f"fewer.\n  fix: run the tests with a prefix of their own (ONESTACK_PREFIX=..., not {paths.prefix()}), "
+        "or publish the build lists here first (`make stack`)"
+    )
 
 
 def _publish(selected: List[Flavor], force: bool) -> Path:
     selected, roots = spack.installed([f for f in selected if f.published])
     fingerprint = _fingerprint(selected, roots)
     live_manifest = release_manifest(current_release()) if current_link().is_symlink() else {}
-    _check_lists_kept(live_manifest)
+    if _keeps_build_lists(live_manifest, selected, roots):
+        return current_release()
     live = live_manifest.get("fingerprint")
     if live == fingerprint and not force:
         print(f"==> publish: release {current_release().name} is live and up to date")
@@ -504,6 +520,7 @@ def _publish(selected: List[Flavor], force: bool) -> Path:
         "runtimes": runtime_modules,
         "fingerprint": fingerprint,
         "lists": _lists(),
+        "shape": _shape(),
         # What each flavor's image must have been built from (make push-images).
         "builds": {f.module_name: spack.build_hashes(f, roots) for f in selected},
     }

@@ -713,6 +713,7 @@ def test_the_image_base_takes_the_mirror_from_either_apt_format(tmp_path, monkey
     monkeypatch.setattr(base, "release_codename", lambda: "bookworm")
     (tmp_path / "sources.list.d").mkdir()
     (tmp_path / "sources.list").write_text(
+        "deb [signed-by=/d.gpg] https://docker.invalid/linux/debian bookworm stable\n"
         "deb http://one.invalid/debian-security bookworm-security main\n"
         "deb [arch=amd64 signed-by=/k.gpg] http://one.invalid/debian bookworm main\n"
     )

@@ -8,14 +8,15 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/env.sh"
-if [ ! -x "$ONESTACK_VENV/bin/python" ]; then
+# A venv whose creation was interrupted has a python but no pip: made again.
+if [ ! -x "$ONESTACK_VENV/bin/python" ] || [ ! -x "$ONESTACK_VENV/bin/pip" ]; then
   # `python3 -m venv` needs Debian's python3-venv, which a minimal Debian 12
   # lacks; this stage runs before the apt one, so that package comes here.
   if ! python3 -c "import ensurepip" 2>/dev/null; then
     bash "$here/apt.sh" python3-venv >&2
   fi
   echo "==> venv: creating $ONESTACK_VENV" >&2
-  python3 -m venv "$ONESTACK_VENV"
+  python3 -m venv --clear "$ONESTACK_VENV"
 fi
 stamp=$ONESTACK_VENV/.requirements
 if ! cmp -s "$here/requirements.txt" "$stamp"; then

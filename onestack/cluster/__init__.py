@@ -158,6 +158,11 @@ def _require_root() -> None:
 
 
 def _require_tools() -> None:
+    """The daemons are in the sbin folders, which a user's PATH may lack
+    (root by `su` without `-`): added to this process's PATH, which the
+    commands it starts inherit."""
+    path = os.environ.get("PATH", "").split(":")
+    os.environ["PATH"] = ":".join([*path, *(f for f in ("/usr/sbin", "/sbin") if f not in path)])
     missing = [f"{tool} ({package})" for tool, package in TOOLS.items() if not shutil.which(tool)]
     if missing:
         raise ClusterError(f"missing: {', '.join(missing)}: run `make setup` (setup/apt-packages.txt)")

@@ -48,12 +48,21 @@ def _entries() -> Iterator[Tuple[Path, str, List[str]]]:
     for sources in sorted(APT_SOURCES.glob("*.sources")):
         for stanza in _stanzas(sources.read_text()):
             if stanza.get("URIs") and "main" in stanza.get("Components", "").split():
-                yield sources, stanza["URIs"].split()[0], stanza.get("Suites", "").split()
+                yield sources, _mirror_of(stanza["URIs"].split()[0]), stanza.get("Suites", "").split()
     for listing in [APT_SOURCES.parent / "sources.list", *sorted(APT_SOURCES.glob("*.list"))]:
         for line in listing.read_text().splitlines() if listing.is_file() else []:
             words = re.sub(r"\[[^]]*\]", " ", line).split()  # deb [options] URI SUITE COMPONENT...
             if len(words) >= 4 and words[0] == "deb" and "main" in words[3:]:
-                yield listing, words[1], [words[2]]
+                yield listing, _mirror_of(words[1]), [words[2]]
+
+
+def _mirror_of(uri: str) -> str:
+    """A `mirror+file:` URI (Debian's cloud images) as the first mirror of
+    the list it names; any other as it is."""
+    listed = Path(uri.removeprefix("mirror+file:").removeprefix("//"))
+    if uri.startswith("mirror+file:") and listed.is_file():
+        return next((line.split()[0] for line in listed.read_text().splitlines() if line.startswith("http")), uri)
+    return uri
 
 
 def debian_mirror() -> Tuple[str, str]:

@@ -707,8 +707,9 @@ def test_spack_is_started_again_only_when_the_lock_or_its_inputs_changed(tmp_pat
 
 
 def test_the_image_base_takes_the_mirror_from_either_apt_format(tmp_path, monkeypatch):
-    """deb822 stanzas (Debian's cloud images) or one-line entries (its
-    installer's sources.list): the entry for this release, deb822 first."""
+    """deb822 stanzas (Debian's cloud images, whose URI may be a list of
+    mirrors) or one-line entries (its installer's sources.list): Debian's
+    entry for this release, deb822 first."""
     monkeypatch.setattr(base, "APT_SOURCES", tmp_path / "sources.list.d")
     monkeypatch.setattr(base, "release_codename", lambda: "bookworm")
     (tmp_path / "sources.list.d").mkdir()
@@ -722,3 +723,8 @@ def test_the_image_base_takes_the_mirror_from_either_apt_format(tmp_path, monkey
         "Types: deb\nURIs: http://stanza.invalid/debian\nSuites: bookworm bookworm-updates\nComponents: main\n"
     )
     assert base.debian_mirror() == ("http://stanza.invalid/debian", "bookworm")
+    (tmp_path / "mirrors.list").write_text("http://listed.invalid/debian\tpriority:1\nhttp://second.invalid/debian\n")
+    (tmp_path / "sources.list.d" / "debian.sources").write_text(
+        f"Types: deb\nURIs: mirror+file://{tmp_path}/mirrors.list\nSuites: bookworm\nComponents: main\n"
+    )
+    assert base.debian_mirror() == ("http://listed.invalid/debian", "bookworm")

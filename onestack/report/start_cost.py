@@ -6,8 +6,8 @@ the model's features, e.g. x86_64_v4 for a zen4 guest), the native twin's
 spec is that level build's spec, so both are one installation. Every figure
 of the test problems is timed by the program itself, after the exec, so
 whole runs in pairs then compare a build with itself: their interval is the
-machine's noise (±3-5% a run on these shared 2-core VMs), which no bound of
-pairs narrows to 1%. What the dispatcher does add is measured here directly:
+machine's noise (several percent a run on these shared 2-core VMs), which
+no bound of pairs narrows to the native_gap goals' bound. What the dispatcher does add is measured here directly:
 starts of a no-op through a copy of the flavor's own dispatcher (the same
 table of levels) against the no-op started directly, in alternating pairs,
 and that cost per rank set against the job's wall time."""

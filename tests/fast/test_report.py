@@ -136,6 +136,13 @@ def test_the_native_gap_is_the_geometric_mean_of_the_pairs_with_its_interval():
     assert pairs.interval([1.02])["high"] == math.inf, "one pair has no interval"
 
 
+def test_the_pairs_resolve_the_tightest_native_gap_goal():
+    """The pairs stop at an interval half as wide as the tightest native_gap
+    bound of report/goals.yaml: a goal made tighter there needs this too."""
+    bounds = [g["at_most"] for g in goals.every() if g["kind"] == "native_gap"]
+    assert bounds and pairs.RESOLUTION == min(bounds) / 2, (pairs.RESOLUTION, bounds)
+
+
 def test_flavors_that_differ_are_judged_on_their_mean_not_on_their_difference():
     """Two flavors of tight rounds, one 1.5x and one 1.7x: pooled, their
     difference reads as noise (an interval reaching below 1.5x); by flavor,

@@ -6,12 +6,14 @@ comes from. Build hosts differ (AVX-512 EPYCs, Zen 3 EPYCs without it, Intel
 Xeons), and a login node is often older than the compute nodes it builds for."""
 
 import functools
+import re
 from pathlib import Path
 from typing import List
 
 from onestack import paths
 
 CPUINFO = Path("/proc/cpuinfo")
+MEMINFO = Path("/proc/meminfo")
 # What /proc/cpuinfo names the model by, in the order they are printed.
 MODEL_KEYS = ("model name", "vendor_id", "cpu family", "model")
 
@@ -95,3 +97,8 @@ def check_baseline(generation: dict, where: str) -> None:
             f"this build host's CPU, {describe()}, is below the site's baseline x86-64-{generation['x86_64_level']} "
             f"({where}: {generation['name']}): build on a host at or above it"
         )
+
+
+def memory_bytes() -> int:
+    """This machine's memory (MemTotal), what the report sizes its problems from."""
+    return int(re.search(r"MemTotal:\s+(\d+) kB", MEMINFO.read_text()).group(1)) * 1024

@@ -7,6 +7,9 @@ from pathlib import Path
 from onestack.errors import OnestackError
 
 REPO = Path(__file__).resolve().parent.parent
+# The templates of what a release holds: flavor modules, init script, the
+# dispatcher's table (read by publish, and by the images for their table).
+MODULE_TEMPLATES = REPO / "modulefiles" / "templates"
 
 
 class SetupError(OnestackError):

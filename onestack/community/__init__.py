@@ -14,7 +14,7 @@ from typing import List
 
 import yaml
 
-from onestack import data, files, paths, render, stack
+from onestack import data, files, host, paths, render, stack
 from onestack.errors import OnestackError
 from onestack.modules import publish
 from onestack.problems import runner
@@ -72,13 +72,6 @@ def venv() -> Path:
     return where / "bin"
 
 
-def _memory_mib() -> int:
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemTotal:"):
-            return int(line.split()[1]) // 1024
-    raise CommunityError("/proc/meminfo has no MemTotal")
-
-
 def config(out: Path) -> Path:
     """ReFrame's configuration for the site on this machine: one system named
     after the site, a partition of this machine with Lmod and the local
@@ -95,7 +88,7 @@ def config(out: Path) -> Path:
         "max_jobs": 1,
         "processor": {"num_cpus": cores, "num_cpus_per_core": 1},
         "features": ["cpu", *(name for n, name in CORE_SCALES if n <= cores), "1_node"],
-        "extras": {"mem_per_node": _memory_mib()},
+        "extras": {"mem_per_node": host.memory_bytes() // 2**20},
     }
     system = {
         "name": stack.load().site.name,

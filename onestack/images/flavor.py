@@ -276,7 +276,7 @@ def write_context(flavor: Flavor, roots: Dict[str, dict]) -> Path:
         _spack_scope(setup / "spack-scope")
         image_builds = [(level, _in_image(folder)) for level, folder in builds]
         render.write(
-            paths.REPO / "modulefiles" / "templates",
+            paths.MODULE_TEMPLATES,
             "levels.conf.j2",
             setup / "levels.conf",
             flavor=flavor,

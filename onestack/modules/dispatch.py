@@ -10,12 +10,11 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from onestack import host, render
+from onestack import host, paths, render
 from onestack.errors import OnestackError
 from onestack.stack import DISPATCHER, cpus
 from onestack.stack.flavors import Flavor
 
-TEMPLATES = Path(__file__).resolve().parent.parent.parent / "modulefiles" / "templates"
 DISPATCHER_PROGRAM = "onestack-dispatch"
 CHECK = "onestack-cpu-check"
 # The first word of a build's line of levels.conf (the C file's LEVEL_NAMES);
@@ -137,7 +136,7 @@ def write(release: Path, flavor: Flavor, roots: Dict[str, dict]) -> dict:
     for name in [*names, CHECK]:
         _link(dispatcher, folder / "bin" / name)
     render.write(
-        TEMPLATES,
+        paths.MODULE_TEMPLATES,
         "levels.conf.j2",
         folder / "levels.conf",
         flavor=flavor,

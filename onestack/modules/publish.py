@@ -27,7 +27,7 @@ from onestack.modules import abi, dispatch, lmod
 from onestack.spack import vendor
 from onestack.stack.flavors import Flavor, default_version, version_key
 
-TEMPLATES = paths.REPO / "modulefiles" / "templates"
+TEMPLATES = paths.MODULE_TEMPLATES
 COMPLETE_MARK = ".complete"
 
 

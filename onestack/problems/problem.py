@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional
 
-from onestack import data, paths, spack
+from onestack import data, host, paths, spack
 from onestack.errors import OnestackError
 from onestack.spack import mirror
 
@@ -240,15 +240,18 @@ def across_nodes_problem(app: str) -> Problem:
     return found[0]
 
 
+def memory_size(fraction: float, multiple_of: int, memory: int) -> int:
+    """N of a square matrix of 8-byte numbers that fills that fraction of
+    memory (HPL's rule), a multiple of multiple_of."""
+    n = int(math.sqrt(fraction * memory / 8))
+    return n - n % multiple_of
+
+
 def full_size(problem: Problem) -> Problem:
-    """A problem sized for the full report from this machine's memory:
-    N = sqrt(memory_fraction x MemTotal / 8 bytes), a multiple of multiple_of."""
-    memory = int(re.search(r"MemTotal:\s+(\d+) kB", Path("/proc/meminfo").read_text()).group(1)) * 1024
-    params = {}
-    for key, rule in problem["report_params"].items():
-        n = int(math.sqrt(rule["memory_fraction"] * memory / 8))
-        params[key] = n - n % rule["multiple_of"]
-    return problem.sized(params)
+    """A problem sized for the full report from this machine's memory."""
+    memory = host.memory_bytes()
+    rules = problem["report_params"].items()
+    return problem.sized({key: memory_size(r["memory_fraction"], r["multiple_of"], memory) for key, r in rules})
 
 
 @functools.lru_cache(maxsize=None)

@@ -12,13 +12,13 @@ every trial, what it chose and why.
 """
 
 import math
-import re
 import time
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from onestack import problems
+from onestack import host, problems
 from onestack.problems import How, Problem
+from onestack.problems.problem import memory_size
 from onestack.report import measure
 
 # Each math library's thread count, which the flavors' modules set to 1
@@ -38,15 +38,6 @@ def layouts(cores: int) -> List[dict]:
         {"name": f"{cores} ranks ({rows}x{columns} grid)", "ranks": cores, "grid": (rows, columns), "threads": 1},
         {"name": f"1 rank, {cores} BLAS threads", "ranks": 1, "grid": (1, 1), "threads": cores},
     ]
-
-
-def size(fraction: float, block: int, memory: int) -> int:
-    n = int(math.sqrt(fraction * memory / 8))
-    return n - n % block
-
-
-def _memory() -> int:
-    return int(re.search(r"MemTotal:\s+(\d+) kB", Path("/proc/meminfo").read_text()).group(1)) * 1024
 
 
 def _variant(problem: Problem, n: int, block: int, layout: dict) -> Problem:
@@ -107,11 +98,11 @@ def search(init: Path, flavor: str, problem: Problem, peak: float, cores: int, w
     """The bounded search of the module's docstring; its trials, the best,
     and why it stopped. A reduced run tries the layouts at the test size only."""
     spec = problem["peak_search"]
-    memory = _memory()
+    memory = host.memory_bytes()
     first = (
         problem["params"][spec["size_param"]]
         if reduced
-        else size(spec["memory_fractions"][0], spec["blocks"][0], memory)
+        else memory_size(spec["memory_fractions"][0], spec["blocks"][0], memory)
     )
     trials = [
         _trial(init, flavor, problem, first, spec["blocks"][0], layout, peak, workdir) for layout in layouts(cores)
@@ -126,7 +117,9 @@ def search(init: Path, flavor: str, problem: Problem, peak: float, cores: int, w
         }
     layout = next(lay for lay in layouts(cores) if lay["name"] == best["layout"])
     trials += [
-        _trial(init, flavor, problem, size(spec["memory_fractions"][0], block, memory), block, layout, peak, workdir)
+        _trial(
+            init, flavor, problem, memory_size(spec["memory_fractions"][0], block, memory), block, layout, peak, workdir
+        )
         for block in spec["blocks"][1:]
     ]
     best = _best(trials)
@@ -134,7 +127,7 @@ def search(init: Path, flavor: str, problem: Problem, peak: float, cores: int, w
     for fraction in spec["memory_fractions"][1:]:
         if best["share"] >= spec["share"]:
             break
-        n = size(fraction, block, memory)
+        n = memory_size(fraction, block, memory)
         predicted = last["seconds"] * (n / last["n"]) ** 3
         if predicted > spec["seconds"]:
             why = (

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from onestack.modules.dispatch import TABLE_LEVELS, choice_here
+from onestack.modules.dispatch import CHECK, TABLE_LEVELS, choice_here
 
 STARTS = 400  # alternating pairs of starts: about a second in all
 NOOP = "/bin/true"
@@ -55,7 +55,7 @@ def measure(entry_bin: Path, starts: int = STARTS) -> Dict[str, float]:
         build.mkdir()
         entry.mkdir(parents=True)
         shutil.copy(NOOP, build / "true")
-        shutil.copy(entry_bin / "onestack-cpu-check", entry / "true")
+        shutil.copy(entry_bin / CHECK, entry / "true")
         (entry.parent / "levels.conf").write_text(_scratch_table(entry_bin.parent / "levels.conf", build))
         through, direct = [str(entry / "true")], [str(build / "true")]
         diffs = []

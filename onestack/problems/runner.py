@@ -138,6 +138,7 @@ def image_test(problem: Problem, out: Path, test_dir: str) -> None:
         env=env,
         rundir=str(rundir.relative_to(out / "files")),
         words=launcher + problem.argv(),
+        prepare=[problem.argv(step) for step in problem["prepare"]],
         after=[problem.argv(step) for step in problem["after"]],
         output=output,
         reference=problem.get("reference", ""),

@@ -7,6 +7,7 @@ container image (check.py as a script): it gives the same verdicts, and the
 image's test script is shell for every problem."""
 
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -279,8 +280,8 @@ def _without_source_files(problem: Problem) -> Problem:
 
 @pytest.mark.parametrize("app,case", CASES, ids=[f"{a}/{c}" for a, c in CASES])
 def test_the_image_test_script_is_shell(app, case, tmp_path, monkeypatch):
-    """Generated from the same problem files, its environment and reference
-    included; the files are laid out without the source archive's
+    """Generated from the same problem files, its environment, reference and
+    prepare steps included; the files are laid out without the source archive's
     (_without_source_files), the script rendered from the whole problem."""
     problem = problems.load(app, benchmarks=True)[case]
     lay_out = runner.prepare
@@ -291,6 +292,7 @@ def test_the_image_test_script_is_shell(app, case, tmp_path, monkeypatch):
     script = (tmp_path / "run").read_text()
     wanted = [f"export {name}=" for name in problem["env"]]
     wanted += [problem["reference"]] if "reference" in problem.spec else []
+    wanted += [shlex.join(problem.argv(step)) for step in problem["prepare"]]
     assert all(text in script for text in wanted), f"{problem.name}: its script lacks one of {wanted}:\n{script}"
     assert (tmp_path / "check.py").read_text() == Path(check.__file__).read_text()
 

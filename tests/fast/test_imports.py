@@ -1,6 +1,7 @@
 """Imports run one way with the data (environments, then Spack, installs,
-modules and images, the tests and the report): the import graph of
-onestack/, function-level imports included (one that only hides a cycle is
+modules and images, the tests and the report): each package of onestack/
+imports only from its own layer or lower ones (LAYERS), and the import
+graph, function-level imports included (one that only hides a cycle is
 still a cycle), has no cycle."""
 
 import ast
@@ -63,3 +64,37 @@ def test_onestack_imports_have_no_cycle():
     graph = {name: _imports(file, modules) - {name} for name, file in modules.items()}
     cycle = _cycle(graph)
     assert not cycle, "an import cycle: " + " -> ".join(cycle)
+
+
+# Lowest first. The test problems sit below modules and images (an image
+# carries one as its %test) and the virtual cluster beside them (the
+# report measures on it); the command line above everything.
+LAYERS = [
+    {"errors", "paths", "files", "data", "render", "host"},
+    {"stack"},
+    {"spack"},
+    {"problems", "cluster"},
+    {"modules"},
+    {"images"},
+    {"status", "community", "report", "ci"},
+    {"validate", "cli", "__main__"},
+]
+
+
+def _package(module: str) -> str:
+    return module.split(".")[1] if "." in module else module
+
+
+def test_onestack_imports_run_one_way():
+    modules = _modules()
+    rank = {package: i for i, layer in enumerate(LAYERS) for package in layer}
+    packages = {_package(name) for name in modules if name != "onestack"}
+    assert packages <= set(rank), f"packages in no layer of LAYERS: {sorted(packages - set(rank))}"
+    upward = [
+        f"{name} imports {dep}"
+        for name, file in modules.items()
+        if name != "onestack"
+        for dep in _imports(file, modules)
+        if dep != "onestack" and rank[_package(dep)] > rank[_package(name)]
+    ]
+    assert not upward, "imports against the data's direction: " + "; ".join(sorted(upward))

@@ -269,9 +269,9 @@ def _pip_baseline(name: str, requirement: str) -> Optional[Path]:
 def round_order(runs: List[dict], i: int) -> List[dict]:
     """Round i starts at the i-th contestant. In a fixed order the same
     contestant always ran first, after the previous case or round, and the
-    same one after the minute-long Netlib run: here that position alone made
-    a build 8-17% slower or faster than its twin (HPL, QE's surface), where
-    runs side by side found them within 3%."""
+    same one after the minute-long Netlib run: there that position alone
+    made a build look several percent slower or faster than its twin (HPL,
+    QE's surface), where runs side by side found them closer (docs/results.md)."""
     k = i % len(runs)
     return runs[k:] + runs[:k]
 

@@ -41,8 +41,8 @@ def _sample(exe: Path, cpus: List[int]) -> tuple:
 def combined(before: dict, after: dict) -> dict:
     """The peak is the best sample, before or after the runs: on a virtual
     machine a CPU is shared with the host, and a sample during which the host
-    took one ran at a fraction of the peak (19.5 of 39.7 GFLOPS was seen),
-    which made HPL look faster than the CPU. The spread shows how often."""
+    took one ran at a fraction of the peak (half of it was seen), which
+    made HPL look faster than the CPU. The spread shows how often."""
     samples = before["samples"] + after["samples"]
     return {
         **before,

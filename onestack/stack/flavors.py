@@ -497,7 +497,8 @@ def _spack_spec(app: Application, entry: dict, components: dict, site: Site, pro
     A build for a newer target (a CPU level's, a native twin's) keeps the
     flavor's dependencies: they run on the baseline or older (`target=:<baseline>`,
     which Debian's generic x86_64 externals satisfy), or Spack would build
-    the MPI and libraries again for each level (MVAPICH2: 7 min each)."""
+    the MPI and libraries again for each level (MVAPICH2's build alone is
+    minutes: docs/results.md)."""
     compiler = components["compilers"][entry["compiler"]]
     by_package: Dict[str, List[str]] = {}
     for virtual, package in providers:

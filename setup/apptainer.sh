@@ -91,8 +91,9 @@ fetch_orig() {
   local dest=$1 download
   download=$(mktemp -d "${TMPDIR:-/tmp}/onestack-apptainer-src.XXXXXX")
   "$here/debian-source.sh" "$APPTAINER_DEBIAN_SUITE" apptainer "$APPTAINER_VERSION" "$download" \
-    || die "no source package apptainer $APPTAINER_VERSION in Debian's $APPTAINER_DEBIAN_SUITE:
-       update setup/apptainer-pins.sh to a version it has (apt-cache showsrc apptainer)."
+    || die "Debian's $APPTAINER_DEBIAN_SUITE gave no source package apptainer $APPTAINER_VERSION (why: above).
+       Where $APPTAINER_DEBIAN_SUITE has moved on to a newer Apptainer, update setup/apptainer-pins.sh to it;
+       or put the pinned $orig (its sha256 in setup/apptainer-pins.sh) at $src."
   mv "$download/$orig" "$dest"
   rm -rf "$download"
 }

@@ -7,8 +7,10 @@ read it. One mechanism for every writer: a partial beside the final name
 import contextlib
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, List, Optional
 
 
 def remove(path: Path) -> None:
@@ -51,3 +53,24 @@ def write_text(final: Path, text: str, mode: int = 0o644) -> Path:
         partial.write_text(text)
         partial.chmod(mode)
     return final
+
+
+def pip_venv(where: Path, pip_args: List[str], stamp: str, wanted: str) -> Optional[str]:
+    """A virtualenv of its own at where with what `pip install pip_args`
+    installs, made again whenever `wanted` (what they install: the
+    requirement, a requirements file's text) changes: complete only once its
+    stamp file, written last, holds it. pip's error text where it failed,
+    else None."""
+    if (where / stamp).is_file() and (where / stamp).read_text() == wanted:
+        return None
+    print(f"==> pip: installing {' '.join(pip_args)} into {where}", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(where)], check=True)
+    pip = subprocess.run(
+        [str(where / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check", *pip_args],
+        capture_output=True,
+        text=True,
+    )
+    if pip.returncode != 0:
+        return pip.stderr
+    (where / stamp).write_text(wanted)
+    return None

@@ -7,7 +7,6 @@ module only writes what they need to find the stack and reads the verdict."""
 
 import os
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List
@@ -55,20 +54,10 @@ def checks() -> dict:
 def venv() -> Path:
     """The bin/ of ReFrame's virtualenv, installed (hash-checked) on first use."""
     where = paths.cache() / "reframe-venv"
-    stamp = where / ".requirements"
     wanted = REQUIREMENTS.read_text()
-    if not (stamp.is_file() and stamp.read_text() == wanted):
-        print(f"==> community: installing {data.location(REQUIREMENTS)} into {where}", flush=True)
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(where)], check=True)
-        pip = subprocess.run(
-            [str(where / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check"]
-            + ["--require-hashes", "-r", str(REQUIREMENTS)],
-            capture_output=True,
-            text=True,
-        )
-        if pip.returncode != 0:
-            raise CommunityError(f"pip could not install {data.location(REQUIREMENTS)}:\n{pip.stderr[-2000:]}")
-        stamp.write_text(wanted)
+    failed = files.pip_venv(where, ["--require-hashes", "-r", str(REQUIREMENTS)], ".requirements", wanted)
+    if failed:
+        raise CommunityError(f"pip could not install {data.location(REQUIREMENTS)}:\n{failed[-2000:]}")
     return where / "bin"
 
 

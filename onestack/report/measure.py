@@ -11,11 +11,10 @@ import dataclasses
 import json
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from onestack import host, paths, problems, spack, stack, status
+from onestack import files, host, paths, problems, spack, stack, status
 from onestack.modules import dispatch, publish
 from onestack.problems import How, Problem, check
 from onestack.stack import cpus
@@ -250,19 +249,10 @@ def _pip_baseline(name: str, requirement: str) -> Optional[Path]:
     wheels bring their own MPI, which must not meet the project's Python),
     installed on first use; None, said why, when pip cannot get it."""
     venv = paths.cache() / "baselines" / name
-    stamp = venv / ".requirement"
-    if not (stamp.is_file() and stamp.read_text() == requirement):
-        print(f"==> report: baseline {name}: pip install {requirement}", flush=True)
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-        pip = subprocess.run(
-            [str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check", requirement],
-            capture_output=True,
-            text=True,
-        )
-        if pip.returncode != 0:
-            print(f"==> report: baseline {name} left out: pip could not install {requirement}:\n{pip.stderr[-1500:]}")
-            return None
-        stamp.write_text(requirement)
+    failed = files.pip_venv(venv, [requirement], ".requirement", requirement)
+    if failed:
+        print(f"==> report: baseline {name} left out: pip could not install {requirement}:\n{failed[-1500:]}")
+        return None
     return venv / "bin"
 
 

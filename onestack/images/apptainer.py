@@ -225,16 +225,24 @@ def find(env: Optional[Mapping[str, str]] = None) -> Apptainer:
 
 
 def build(apptainer: Apptainer, definition: Path, image: Path, *, timeout: int = BUILD_SECONDS) -> Path:
-    """`apptainer build` of definition into image (relative %files paths are
-    read from the definition's folder)."""
-
+    """`apptainer build` of definition into image, which appears whole."""
     with files.replacing(image) as partial:
-        apptainer.run(
-            ["build", "--fakeroot", "--force", *SQUASHFS_OPTIONS, partial, definition.resolve()],
-            cwd=definition.parent,
-            timeout=timeout,
-        )
+        build_into(apptainer, definition, partial, timeout=timeout)
     return image
+
+
+def build_into(
+    apptainer: Apptainer, definition: Path, target: Path, *, binds: Sequence[str] = (), timeout: int = BUILD_SECONDS
+) -> None:
+    """`apptainer build` of definition at target (relative %files paths are
+    read from the definition's folder), with the host folders binds names
+    (host:container) mounted during the build."""
+    bound = [word for bind in binds for word in ("--bind", bind)]
+    apptainer.run(
+        ["build", "--fakeroot", "--force", *SQUASHFS_OPTIONS, *bound, target, definition.resolve()],
+        cwd=definition.parent,
+        timeout=timeout,
+    )
 
 
 def sign(apptainer: Apptainer, image: Path, *, passphrase: str = "") -> None:

@@ -428,20 +428,7 @@ def build(flavor: Flavor, roots: Dict[str, dict]) -> Path:
     keys.ensure_site_key(runner_)
 
     with files.replacing(image) as partial:
-        runner_.run(
-            [
-                "build",
-                "--fakeroot",
-                "--force",
-                *apptainer.SQUASHFS_OPTIONS,
-                "--bind",
-                f"{scope.buildcache_dir()}:{BUILDCACHE}",
-                partial,
-                context / "flavor.def",
-            ],
-            cwd=context,
-            timeout=apptainer.BUILD_SECONDS,
-        )
+        apptainer.build_into(runner_, context / "flavor.def", partial, binds=[f"{scope.buildcache_dir()}:{BUILDCACHE}"])
         apptainer.sign(runner_, partial, passphrase=keys.passphrase())
         apptainer.verify(runner_, partial)
     return image

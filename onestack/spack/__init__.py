@@ -41,33 +41,33 @@ def _digest(files) -> str:
     return digest.hexdigest()[:16]
 
 
+def _recipe_files() -> List[Path]:
+    return [
+        paths.REPO / "spack.yaml",
+        paths.environments_dir() / "cpus.yaml",
+        *sorted(f for f in (paths.REPO / "packages").rglob("*") if f.is_file()),
+        site_scope() / "packages.yaml",
+    ]
+
+
 def recipes_fingerprint() -> str:
     """What a root solved before must be solved again for: the site
     environment, the site recipes and their patches, this machine's
     externals, the CPU baseline. (A change of the flavor data changes the
     specs themselves, which Spack solves as new roots.)"""
-    return _digest(
-        [
-            paths.REPO / "spack.yaml",
-            paths.environments_dir() / "cpus.yaml",
-            *sorted(f for f in (paths.REPO / "packages").rglob("*") if f.is_file()),
-            site_scope() / "packages.yaml",
-        ]
-    )
+    return _digest(_recipe_files())
 
 
 def inputs_fingerprint() -> str:
     """Everything a cell's concretization depends on (the flavor table's
-    cache): the recipes' fingerprint, the stack's data and the site's, the
+    cache): the recipes' files, the stack's data and the site's, the
     scripts run inside Spack."""
     return _digest(
         [
-            paths.REPO / "spack.yaml",
+            *_recipe_files(),
             *sorted(paths.environments_dir().glob("*")),
             paths.site_dir() / "site.yaml",
-            *sorted(f for f in (paths.REPO / "packages").rglob("*") if f.is_file()),
             *sorted(INSIDE_SPACK.glob("*.py")),
-            site_scope() / "packages.yaml",
         ]
     )
 

@@ -8,6 +8,8 @@ through the filter of that file's language:
   Lua variable `threads` (a hybrid flavor's threads per rank), the rest as
   `lua` literals;
 - `sh`: one shell word (shlex.quote), never expanded ($(...) stays text);
+- `sh_threads`: a shell word of text in which `{threads}` stands for the
+  shell expansion given (an image's threads per rank), the rest as `sh`;
 - `def_line`, `def_lines`: text for an Apptainer definition file, refused
   (Refused) where a line's first word starts with `%`, which would open a
   section there whatever quotes surround it (Apptainer's parser reads words,
@@ -48,6 +50,12 @@ def lua(value) -> str:
 def lua_threads(value) -> str:
     parts = str(value).split(THREADS)
     return " .. threads .. ".join(lua(part) for part in parts)
+
+
+def sh_threads(value, threads: str) -> str:
+    """A shell word of a setting's value, its {threads} the given shell
+    expansion (quoted apart: the text around it stays literal)."""
+    return threads.join(sh(part) for part in str(value).split(THREADS))
 
 
 def lua_comment(value) -> str:
@@ -132,6 +140,7 @@ def environment(templates: Path) -> jinja2.Environment:
         lua_comment=lua_comment,
         lua_pattern=lua_pattern,
         sh=sh,
+        sh_threads=sh_threads,
         sh_words=sh_words,
         def_line=def_line,
         def_path=def_path,

@@ -82,15 +82,15 @@ def _make_writable(tree: Path) -> None:
 
 
 def _make_read_only(tree: Path) -> None:
-    """Users (and their scripts) cannot change a published release. Only
-    the release's own files: a symlink's target (the OS's mpirun, an MPI's
-    library) and a file hard-linked from Spack's tree (the dispatcher) are
-    not the release's to change."""
+    """Users (and their scripts) cannot change a published release: its
+    files, the dispatcher hard-linked from Spack's tree among them (one
+    file, read-only in both places), never a symlink's target (the OS's
+    mpirun, an MPI's library), which is not the release's to change."""
     for dirpath, dirnames, filenames in os.walk(tree):
         for name in filenames:
             file = Path(dirpath) / name
             mode = file.lstat()
-            if stat.S_ISREG(mode.st_mode) and mode.st_nlink == 1:
+            if stat.S_ISREG(mode.st_mode):
                 file.chmod(mode.st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
         os.chmod(dirpath, 0o555)
 

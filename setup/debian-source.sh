@@ -16,57 +16,11 @@ suite=$1 package=$2 version=$3 dest=$4
 
 die() { echo "error: debian-source: $*" >&2; exit 1; }
 
-# The URIs (and keyring) of this machine's Debian entry: the deb822 stanza
-# whose Suites name the release's own codename, else the one-line entry, with
-# the component main (not a third party's of the same suite, e.g. Docker's).
-debian_entry() {
-  local codename
-  codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
-  [ -n "$codename" ] || die "/etc/os-release names no VERSION_CODENAME: not a Debian release?"
-  { deb822_entry "$codename"; one_line_entry "$codename"; } | head -n 1
-}
-
-# deb [option=value ...] URI SUITE COMPONENT...
-one_line_entry() {
-  local f
-  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-    [ -f "$f" ] || continue
-    awk -v want="$1" '
-      /^deb[ \t]/ {
-        line = $0; keys = ""
-        if (match(line, /\[[^]]*\]/)) {
-          n = split(substr(line, RSTART + 1, RLENGTH - 2), opt, /[ \t]+/)
-          for (i = 1; i <= n; i++) if (opt[i] ~ /^signed-by=/) { keys = opt[i]; sub(/^signed-by=/, "", keys) }
-          line = substr(line, 1, RSTART - 1) substr(line, RSTART + RLENGTH)
-        }
-        n = split(line, word, /[ \t]+/); main = 0
-        for (i = 4; i <= n; i++) if (word[i] == "main") main = 1
-        if (word[3] == want && main) { print word[2] "\t" keys; exit }
-      }' "$f"
-  done
-}
-
-deb822_entry() {
-  local f
-  for f in /etc/apt/sources.list.d/*.sources; do
-    [ -f "$f" ] || continue
-    awk -v RS= -v want="$1" '
-      { uris = ""; keys = ""; hit = 0; main = 0
-        n = split($0, line, "\n")
-        for (i = 1; i <= n; i++) {
-          if (line[i] ~ /^URIs:/)      { uris = line[i]; sub(/^URIs:[ \t]*/, "", uris) }
-          if (line[i] ~ /^Signed-By:/) { keys = line[i]; sub(/^Signed-By:[ \t]*/, "", keys) }
-          if (line[i] ~ /^Suites:/)    { m = split(line[i], s, /[ \t]+/); for (j = 2; j <= m; j++) if (s[j] == want) hit = 1 }
-          if (line[i] ~ /^Components:/) { m = split(line[i], c, /[ \t]+/); for (j = 2; j <= m; j++) if (c[j] == "main") main = 1 }
-        }
-        if (hit && main && uris != "") { print uris "\t" keys; exit }
-      }' "$f"
-  done
-}
-
-entry=$(debian_entry)
-[ -n "$entry" ] || die "no Debian entry for this release in /etc/apt/sources.list.d/*.sources or
-       /etc/apt/sources.list(.d/*.list) to derive a deb-src entry for suite $suite from."
+# The URIs (and keyring) of this machine's Debian entry for its own release
+# (either apt format), read by the same code as the image base's mirror.
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+entry=$(PYTHONPATH="$repo" python3 -m onestack.apt_sources) \
+  || die "no deb-src entry for suite $suite can be derived from this machine's apt configuration (why: above)"
 uris=${entry%%$'\t'*}; keys=${entry#*$'\t'}
 apt_dir=$(mktemp -d "${TMPDIR:-/tmp}/onestack-apt.XXXXXX")
 trap 'rm -rf "$apt_dir"' EXIT

@@ -15,7 +15,7 @@ import lupa
 import pytest
 import yaml
 
-from onestack import host, paths, render, spack, stack
+from onestack import apt_sources, host, paths, render, spack, stack
 from onestack.images import base
 from onestack.modules import publish
 from onestack.problems import How, Problem, runner
@@ -710,8 +710,8 @@ def test_the_image_base_takes_the_mirror_from_either_apt_format(tmp_path, monkey
     """deb822 stanzas (Debian's cloud images, whose URI may be a list of
     mirrors) or one-line entries (its installer's sources.list): Debian's
     entry for this release, deb822 first."""
-    monkeypatch.setattr(base, "APT_SOURCES", tmp_path / "sources.list.d")
-    monkeypatch.setattr(base, "release_codename", lambda: "bookworm")
+    monkeypatch.setattr(apt_sources, "APT_SOURCES", tmp_path / "sources.list.d")
+    monkeypatch.setattr(apt_sources, "release_codename", lambda: "bookworm")
     (tmp_path / "sources.list.d").mkdir()
     (tmp_path / "sources.list").write_text(
         "deb [signed-by=/d.gpg] https://docker.invalid/linux/debian bookworm stable\n"
@@ -719,6 +719,8 @@ def test_the_image_base_takes_the_mirror_from_either_apt_format(tmp_path, monkey
         "deb [arch=amd64 signed-by=/k.gpg] http://one.invalid/debian bookworm main\n"
     )
     assert base.debian_mirror() == ("http://one.invalid/debian", "bookworm")
+    # debian-source.sh's deb-src entry takes the keyring too
+    assert apt_sources.release_entry().signed_by == "/k.gpg"
     (tmp_path / "sources.list.d" / "debian.sources").write_text(
         "Types: deb\nURIs: http://stanza.invalid/debian\nSuites: bookworm bookworm-updates\nComponents: main\n"
     )

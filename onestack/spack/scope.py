@@ -18,6 +18,9 @@ from onestack.stack import site
 from onestack.stack.flavors import package_name
 
 BUILDCACHE_MIRROR = "onestack-buildcache"
+# The packages declare_compilers declared last, in the site scope (Spack
+# reads no other file of a scope folder than its config sections).
+DECLARED = "declared-compilers.yaml"
 
 
 def _scope_name() -> str:
@@ -103,17 +106,23 @@ def site_compilers() -> Dict[str, dict]:
 
 def declare_compilers() -> None:
     """The site's compilers outside the OS as the only externals of their
-    packages in the site scope (a compiler the site no longer has is dropped)."""
-    packages_yaml = spack.site_scope() / "packages.yaml"
+    packages in the site scope. What it declared before (DECLARED, beside) is
+    dropped first: a compiler the site no longer has, or one whose package
+    the site file now names otherwise, is not left declared."""
+    packages_yaml, record = spack.site_scope() / "packages.yaml", spack.site_scope() / DECLARED
     config = yaml.safe_load(packages_yaml.read_text())
-    matrix = stack.load()
-    for compiler in matrix.components["compilers"].values():
-        if "site_external" in compiler:
-            config["packages"].pop(package_name(compiler["site_external"]["spec"]), None)
-    for name, external in site_compilers().items():
+    defaults = [
+        c["site_external"]["spec"] for c in stack.load().components["compilers"].values() if "site_external" in c
+    ]
+    before = yaml.safe_load(record.read_text()) if record.is_file() else []
+    for package in {*map(package_name, defaults), *before}:
+        config["packages"].pop(package, None)
+    declared = site_compilers()
+    for name, external in declared.items():
         config["packages"][package_name(external["spec"])] = {"externals": [external], "buildable": False}
         print(f"==> site scope: the {name} compiler declared: {external['spec']} in {external['prefix']}")
     files.write_text(packages_yaml, yaml.safe_dump(config, sort_keys=False))  # read by concurrent jobs
+    files.write_text(record, yaml.safe_dump(sorted(package_name(e["spec"]) for e in declared.values())))
 
 
 def buildcache_dir() -> Path:

@@ -107,6 +107,20 @@ def test_a_site_that_has_intels_compilers_gets_them_declared(tmp_path, monkeypat
     packages = yaml.safe_load((spack.site_scope() / "packages.yaml").read_text())["packages"]
     assert packages["intel-oneapi-compilers-classic"]["externals"][0]["extra_attributes"]["compilers"] == programs
     assert "gcc" in packages and "nvhpc" not in packages, "detected externals kept, an absent compiler not declared"
+    # The site file names another package, then the first again: the one
+    # declared in between is dropped (not one of components.yaml's names).
+    monkeypatch.setattr(spack, "site_scope", lambda scope=spack.site_scope(): scope)  # the same scope
+    for folder, spec in (
+        ("renamed", "intel-oneapi-compilers@2025.0.4"),
+        ("back", "intel-oneapi-compilers-classic@2021.10.0"),
+    ):
+        own["compilers"]["intel"]["spec"] = spec
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "site.yaml").write_text(yaml.safe_dump(own))
+        monkeypatch.setenv("ONESTACK_SITE", str(tmp_path / folder))
+        scope.declare_compilers()
+        packages = yaml.safe_load((spack.site_scope() / "packages.yaml").read_text())["packages"]
+        assert [p for p in packages if p.startswith("intel")] == [spec.partition("@")[0]], packages
 
 
 def test_spack_config_carries_the_baseline_and_the_sites_permissions(tmp_path, monkeypatch):

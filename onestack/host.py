@@ -32,6 +32,27 @@ def target() -> str:
     return _cpu().name
 
 
+def twin_target(compiler: str) -> str:
+    """The native twin's Spack target with compiler ("gcc@12.2.0"): this
+    CPU's archspec name where the compiler can optimize for it, else the
+    most specific of its ancestors at the CPU's own level that it can. Spack
+    refuses a target its compiler cannot build for, and archspec gives GCC
+    12.2.0 no zen4 (its range ends at "12.2", below "12.2.0") and Zen 5 only
+    GCC 14: on those the twin is x86_64_v4, AVX-512 kept."""
+    from archspec.cpu import UnsupportedMicroarchitecture
+
+    cpu, (name, _, version) = _cpu(), compiler.partition("@")
+    for candidate in [cpu, *cpu.ancestors]:
+        if _level_of(candidate) != _level_of(cpu):
+            continue
+        try:
+            candidate.optimization_flags(name, version)
+        except (UnsupportedMicroarchitecture, ValueError):
+            continue
+        return candidate.name
+    return cpu.name  # Spack's own refusal then says why
+
+
 def level() -> str:
     """The highest x86-64 level this CPU has, as cpus.yaml writes it (v3 for
     Zen 3 and Haswell, v4 with AVX-512; v1 below the psABI levels). archspec

@@ -11,9 +11,9 @@ from typing import Dict, List, Optional
 
 import yaml
 
-from onestack import files, host, paths, spack, stack
+from onestack import files, paths, spack, stack
 from onestack.stack import cpus, site
-from onestack.stack.flavors import DISPATCHER, Flavor, preload_packages
+from onestack.stack.flavors import DISPATCHER, Flavor, preload_packages, twin_target
 
 
 def _permissions(site) -> dict:
@@ -64,12 +64,12 @@ def write_manifest(state: Path) -> Path:
     return files.write_text(state / "spack.yaml", header + yaml.safe_dump(manifest, sort_keys=False, width=200))
 
 
-def _hidden(selected: List[Flavor], preloads: List[str]) -> List[str]:
+def _hidden(selected: List[Flavor], preloads: List[str], components: dict) -> List[str]:
     """The builds that are built, never offered, so Spack writes no module of
     them: the benchmark-only builds, the level builds (reached through the
     dispatcher), the dispatcher and the preloaded libraries."""
     hidden = [
-        f"{f.app.package} target={host.target()}" if f.native else next(iter(f.projection()))
+        f"{f.app.package} target={twin_target(components, f)}" if f.native else next(iter(f.projection()))
         for f in selected
         if not f.published
     ]
@@ -92,7 +92,9 @@ def render(selected: List[Flavor], state: Optional[Path] = None, ci: bool = Fals
             {"flavors": [spec for f in selected for spec in f.specs(ci)]},
             {"runtimes": [r.spec for r in matrix.runtimes if r.ci_build or not ci] + [DISPATCHER, *preloads]},
         ],
-        "modules": {"default": {"lmod": {"projections": projections, "exclude": _hidden(selected, preloads)}}},
+        "modules": {
+            "default": {"lmod": {"projections": projections, "exclude": _hidden(selected, preloads, matrix.components)}}
+        },
         "packages": {"all": {"target": [cpus.baseline_target()], "permissions": _permissions(matrix.site)}},
     }
     state = state or site.state_dir()

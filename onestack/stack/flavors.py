@@ -540,7 +540,6 @@ def _flavor(file: Path, app: Application, kind: str, name: str, entry: dict, com
     # Only what the application links: Spack refuses a provider of a virtual
     # the package does not depend on.
     providers = tuple((v, p) for v, p in math["providers"].items() if v in app.math_uses)
-    target = host.target() if kind == "native" else cpus.baseline_target()
     levels = (
         tuple(
             (level, _spack_spec(app, entry, components, site, providers, level_target))
@@ -556,7 +555,7 @@ def _flavor(file: Path, app: Application, kind: str, name: str, entry: dict, com
         mpi=entry["mpi"],
         mpi_abi=mpi["abi"],
         math=entry["math"],
-        spack_spec=_spack_spec(app, entry, components, site, providers, target),
+        spack_spec=_spack_spec(app, entry, components, site, providers, cpus.baseline_target()),
         providers=providers,
         env=_hybrid_env(entry["threads"], components, mpi["env"], mpi["fabrics"][site.fabric]["env"], math["env"]),
         unavailable=(
@@ -647,7 +646,7 @@ def _load_application(file: Path, components: dict, site: Site) -> List[Flavor]:
                 name=f"{twin.name}{NATIVE_SUFFIX}",
                 kind="native",
                 levels=(),
-                spack_spec=_spack_spec(app, entry, components, site, twin.providers, host.target()),
+                spack_spec=_spack_spec(app, entry, components, site, twin.providers, twin_target(components, twin)),
             )
         )
     _check_unique_names(file, flavors)
@@ -819,6 +818,12 @@ def _translator(name: str, translator: dict, components: dict, site: Site) -> Ru
         preload=tuple(translator["preload"]),
         library_path=tuple(translator["library_path"]),
     )
+
+
+def twin_target(components: dict, flavor: Flavor) -> str:
+    """The Spack target of a flavor's native twin: this host's CPU, as the
+    flavor's compiler can build for it (host.twin_target)."""
+    return host.twin_target(components["compilers"][flavor.compiler]["spec"])
 
 
 def package_name(spec: str) -> str:

@@ -5,7 +5,7 @@ host below the site's baseline is refused before anything builds."""
 import pytest
 from archspec import cpu as archspec
 
-from onestack import cli, data, host, paths
+from onestack import cli, data, host, paths, stack
 from onestack.stack import cpus
 
 CPUS_FILE = data.location(paths.environments_dir() / cpus.CPUS_FILE)
@@ -36,6 +36,34 @@ def test_each_cpu_gets_its_level(as_cpu, name, level, runs_v4):
     assert (host.target(), host.level(), host.runs("x86-64-v4")) == (name, level, runs_v4)
     assert host.runs("x86-64-v2") == (level >= "v2")
     assert host.describe().endswith(f"; archspec {name}; x86-64-{level}")
+
+
+@pytest.mark.parametrize(
+    "name, compiler, twin",
+    [
+        ("zen3", "gcc@12.2.0", "zen3"),
+        ("icelake", "gcc@12.2.0", "icelake"),
+        ("sapphirerapids", "gcc@12.2.0", "sapphirerapids"),
+        # archspec gives GCC 12.2.0 no zen4 and Zen 5 only GCC 14: the twin
+        # keeps the CPU's level (AVX-512), not zen3's
+        ("zen4", "gcc@12.2.0", "x86_64_v4"),
+        ("zen5", "gcc@12.2.0", "x86_64_v4"),
+        ("zen4", "gcc@13.2.0", "zen4"),
+        ("zen5", "gcc@14.2.0", "zen5"),
+    ],
+)
+def test_the_native_twin_is_the_most_specific_target_the_compiler_builds_for(as_cpu, name, compiler, twin):
+    as_cpu(name)
+    assert host.twin_target(compiler) == twin
+
+
+def test_the_site_compiler_gets_a_twin_target_spack_accepts(as_cpu, request):
+    """On a Zen 4 host the data's twins are solvable with the site's GCC."""
+    as_cpu("zen4")
+    stack._load.cache_clear()  # read again on this CPU, and after the test on the real one
+    request.addfinalizer(stack._load.cache_clear)
+    twins = [f for f in stack.load().flavors if f.native]
+    assert twins and all("target=x86_64_v4" in f.spack_spec for f in twins), [f.spack_spec for f in twins]
 
 
 @pytest.mark.parametrize("name", ["zen3", "nehalem", "icelake"])

@@ -112,6 +112,17 @@ def test_open_mpi_build_is_refused_by_the_runtime(init_script, tmp_path):
     assert "of an ABI this runtime does not serve (it serves mpich, mpi5)" in proc.stderr
 
 
+def test_an_open_mpi_flavors_program_is_refused_through_its_entry_point(init_script, live_release, published_flavors):
+    """A flavor's program on PATH is its dispatcher, which links nothing: the
+    runtime's mpirun checks the build behind it."""
+    module = published_of(published_flavors, "hpl", "openmpi")
+    flavor = stack.load().flavor(module)
+    entry = dispatch.bin_dir(live_release, flavor) / "hpcc"
+    proc = lmod.clean_shell(init_script, f"module load {FLAVOR} mpi-runtime/impi\nmpirun -n 2 {entry}")
+    assert proc.returncode == 1, (module, proc.stdout, proc.stderr)
+    assert "is an Open MPI build (libmpi.so.40)" in proc.stderr, (module, proc.stderr)
+
+
 def test_open_mpi_flavor_cannot_load_the_runtime(init_script):
     # What an Open MPI flavor module sets (environments/components.yaml abi: openmpi).
     proc = lmod.clean_shell(init_script, "export ONESTACK_MPI_ABI=openmpi\nmodule load mpi-runtime/impi")

@@ -138,6 +138,8 @@ def read_yaml(file: Path) -> Any:
         raise InputError(f"{location(file)}: not valid YAML{where}: {getattr(err, 'problem', err)}") from None
     except FileNotFoundError:
         raise InputError(f"{location(file)}: missing") from None
+    except UnicodeDecodeError as err:
+        raise InputError(f"{location(file)}: not UTF-8 text (byte {err.start} of the file): save it as UTF-8") from None
 
 
 # How each JSON Schema type is written in YAML, for the fix of a wrong type.

@@ -45,7 +45,9 @@ class Problem:
         """The program and its arguments ({input}: the input's file name), or
         those of another command of the problem (a `prepare` step)."""
         name = Path(self.spec.get("input", "")).name
-        return [word.replace("{input}", name) for word in shlex.split(command or self.spec["command"])]
+        return [
+            word.replace("{input}", name) for word in shlex.split(self.spec["command"] if command is None else command)
+        ]
 
     def hybrid(self, ranks: int) -> "Problem":
         """The same problem run by a hybrid flavor on `ranks` ranks (`hybrid_args` added)."""
@@ -120,11 +122,13 @@ def _check_words(file: Path, spec: dict) -> None:
     }
     for key, text in commands.items():
         try:
-            shlex.split(text)
+            words = shlex.split(text)
         except ValueError as err:
             raise data.InputError(
                 f"{data.location(file)}: {key}: {err} in {text!r}; quote an argument with spaces whole"
             ) from None
+        if not words and key != "hybrid_args":
+            raise data.InputError(f"{data.location(file)}: {key}: no program to run; name one, or remove the step")
 
 
 def _check_groups(file: Path, spec: dict) -> None:

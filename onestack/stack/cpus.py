@@ -4,6 +4,7 @@ the compilers' own multi-path flags derived from the same list; and the
 classes of CPU models on which an application may run a lower level."""
 
 import functools
+import string
 from pathlib import Path
 from typing import Dict, List
 
@@ -64,8 +65,16 @@ def intel_ax_flag(every: List[dict]) -> str:
     return "-ax" + ",".join(g["intel_ax"] for g in reversed(every))
 
 
+# The placeholders a compiler's fat_flags may hold, bare ({intel_ax}): a
+# field of str.format could otherwise reach an attribute or an index.
+FAT_FLAG_FIELDS = {"intel_ax", "nvhpc_tp", None}
+
+
 def fat_flags(template: str) -> str:
     """A compiler's fat_flags with the site's CPU generations filled in."""
+    odd = [f for _, f, spec, conv in string.Formatter().parse(template) if f not in FAT_FLAG_FIELDS or spec or conv]
+    if odd:
+        raise ValueError(f"unknown placeholder {{{odd[0]}}}")
     every = generations()
     return template.format(intel_ax=intel_ax_flag(every), nvhpc_tp=every[0]["nvhpc_tp"])
 

@@ -329,16 +329,21 @@ SINGLE_PATH_FLAGS = re.compile(
 )
 
 
+# A variant word: +name, ~name or name=value (a value of printable
+# characters; shlex has taken the quotes off one with spaces). Not a variant,
+# and so refused where the data gives variants: a dependency (^), a compiler
+# (%), a version (@), or an architecture word, which are the stack's to set
+# (the baseline target, a level's, the twin's): each would attach the
+# flavor's own target and compiler to another spec, or replace them.
+VARIANT = re.compile(r"[+~]?[A-Za-z0-9_][A-Za-z0-9_-]*(=[^\x00-\x1f\x7f]+)?")
+ARCHITECTURE = {"target", "os", "arch", "platform", "namespace"}
+# What starts a spec of components.yaml: a package, and a version of it.
+PACKAGE_AT_VERSION = re.compile(r"[a-z0-9][a-z0-9-]*(@[A-Za-z0-9_.-]+)?")
+
+
 def _check_variants(file: Path, key: str, variants: str) -> None:
     """Variants Spack can parse as words, none of them a single-path flag."""
-    try:
-        words = shlex.split(variants)
-    except ValueError as err:
-        raise InputError(
-            f"{data.location(file)}: {key}: {err} in {variants!r}; quote a value with spaces "
-            'whole, e.g. fflags="-O2 -g"'
-        ) from None
-    _check_no_quote_inside(file, key, words)
+    _check_variant_words(file, key, _words(file, key, variants))
     found = [match.group(0) for match in SINGLE_PATH_FLAGS.finditer(variants)]
     if found:
         raise InputError(
@@ -346,6 +351,37 @@ def _check_variants(file: Path, key: str, variants: str) -> None:
             "flavor is a fat binary for the generations of environments/cpus.yaml; remove it (the "
             "compiler's fat_flags in components.yaml and Spack's target set the paths)"
         )
+
+
+def _words(file: Path, key: str, text: str) -> List[str]:
+    try:
+        return shlex.split(text)
+    except ValueError as err:
+        raise InputError(
+            f'{data.location(file)}: {key}: {err} in {text!r}; quote a value with spaces whole, e.g. fflags="-O2 -g"'
+        ) from None
+
+
+def _check_variant_words(file: Path, key: str, words: List[str]) -> None:
+    _check_no_quote_inside(file, key, words)
+    odd = [w for w in words if not VARIANT.fullmatch(w) or w.partition("=")[0] in ARCHITECTURE]
+    if odd:
+        raise InputError(
+            f"{data.location(file)}: {key}: {odd[0]!r} is not a variant (+name, ~name or name=value, "
+            "a value on one line); a dependency (^), compiler (%), version (@) or target is the "
+            "stack's to set: remove it"
+        )
+
+
+def _check_spec(file: Path, key: str, spec: str) -> None:
+    """A spec of components.yaml: package@version, then variants only."""
+    words = _words(file, key, spec)
+    if not words or not PACKAGE_AT_VERSION.fullmatch(words[0]):
+        raise InputError(
+            f"{data.location(file)}: {key}: {spec!r} must start with a package and its version "
+            "(e.g. mpich@4.0.2), then variants"
+        )
+    _check_variant_words(file, key, words[1:])
 
 
 def _check_no_quote_inside(file: Path, key: str, words: List[str]) -> None:
@@ -410,6 +446,12 @@ def _check_components(file: Path, components: dict, site: Site) -> None:
                 f"{kind} of {data.location(file)}",
             )
     _check_site_compilers(file, site, components["compilers"])
+    for kind in ("compilers", "mpis", "translators"):
+        for name, entry in components[kind].items():
+            _check_spec(file, f"{kind}.{name}.spec", entry["spec"])
+    for name, mpi in components["mpis"].items():
+        for fabric, how in mpi["fabrics"].items():
+            _check_variants(file, f"mpis.{name}.fabrics.{fabric}.variants", how.get("variants", ""))
     for name, compiler in components["compilers"].items():
         _check_fat_flags(file, name, compiler["fat_flags"])
         if site.why_unavailable("compilers", name) and "site_external" not in compiler:
@@ -441,6 +483,8 @@ def _check_fat_flags(file: Path, compiler: str, template: str) -> None:
     _check_no_quote_inside(file, f"compilers.{compiler}.fat_flags", [template])
     try:
         cpus.fat_flags(template)
+    except InputError:
+        raise  # environments/cpus.yaml's own, with its file and key
     except (KeyError, IndexError, ValueError) as err:
         raise InputError(
             f"{data.location(file)}: compilers.{compiler}.fat_flags: cannot fill in {template!r} ({err}); "

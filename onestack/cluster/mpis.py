@@ -1,9 +1,12 @@
 """The stack's MPIs as the virtual cluster's programs are built and started
-with them: Debian's MPICH and Open MPI (the externals its flavors use), Intel
-MPI (the pinned wheels), MPICH 5 (its wheel, which also implements the MPI-5
-standard ABI) and MVAPICH2 where Spack has built it, each with the settings
-its flavors get on the site's fabric (environments/components.yaml) and the
-verbose settings under which it names the transport it took."""
+with them: Debian's MPICH and Open MPI (the externals its flavors use),
+MVAPICH2 and Open MPI 6 where Spack has built them, Intel MPI (the pinned
+wheels), MPICH 5 (its wheel, which also implements the MPI-5 standard ABI),
+and the translation layers (translated). Intel MPI, MPICH 5 and Open MPI 6
+get the settings their flavors get on the site's fabric
+(environments/components.yaml); Debian's two and MVAPICH2 the Slurm plugin
+and what a run needs, written below. Each has the verbose settings under
+which it names the transport it took."""
 
 import json
 import re

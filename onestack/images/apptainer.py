@@ -16,7 +16,8 @@ id range for the building user (setup/apptainer.sh adds root's).
 A SIF is mounted with squashfuse when the user runs it unprivileged; where
 /dev/fuse is not open to that user (mode 0600 here: no udev), run, exec and
 test add --unsquash: Apptainer then extracts the image into a temporary
-sandbox (about 2 s for 90 MB) instead of failing to mount it.
+sandbox (seconds for a flavor's image: docs/results.md) instead of failing to
+mount it.
 
 Files appear complete or not at all: build and pull write a temporary name
 in the destination folder and rename it only once the image is complete
@@ -282,7 +283,7 @@ def sandbox(apptainer: Apptainer, image: Path, folder: Path) -> Path:
     --sandbox`): what a host `mpirun` starts once per rank where FUSE is
     closed. `--unsquash` would unpack the whole image again for every rank,
     and under a launcher that hands its ranks open descriptors (Intel MPI's
-    hydra: about 14), unsquashfs, which keeps 10 under the open-file limit,
+    hydra: more than a dozen), unsquashfs, which keeps 10 under the open-file limit,
     fails with "Too many open files" at the usual soft limit of 1024.
     Unpacked beside the folder and renamed into place: a failed unpack leaves
     the folder as it was, never half an image where mpirun would start it."""

@@ -1,4 +1,4 @@
-"""The Debian base image the test images start from: built once with
+"""The Debian base image every image starts from (the flavors' and the tests'): built once with
 Apptainer's debootstrap agent (`Bootstrap: debootstrap`, under --fakeroot) and
 cached under $ONESTACK_CACHE/images/base/, so that an image on top of it
 (`Bootstrap: localimage`) builds in seconds instead of debootstrapping each

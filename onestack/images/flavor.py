@@ -328,7 +328,7 @@ def write_context(flavor: Flavor, roots: Dict[str, dict]) -> Path:
 
 
 # The host's index of the recipes (spack.REPO_INDEXES), which Spack builds
-# from all 8,600 of them: copied after the recipes (so newer than any of
+# from all of them: copied after the recipes (so newer than any of
 # them), the build stage's Spack reads it instead of building its own (over
 # a minute of one core, docs/results.md). The recipes are the same files: the
 # same commits, the same site repo.

@@ -175,6 +175,9 @@ def _shape() -> str:
     sources = [
         *sorted(Path(__file__).parent.glob("*.py")),
         paths.REPO / "onestack" / "render.py",
+        # module names, projections, settings, and what Spack writes no module of
+        paths.REPO / "onestack" / "stack" / "flavors.py",
+        paths.REPO / "onestack" / "spack" / "environment.py",
         paths.REPO / "modulefiles" / "modules.yaml",
         *sorted(TEMPLATES.iterdir()),
         *sorted(paths.environments_dir().glob("*.yaml")),

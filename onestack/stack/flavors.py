@@ -574,7 +574,7 @@ def _flavor(file: Path, app: Application, kind: str, name: str, entry: dict, com
         raise InputError(
             f"{data.location(file)}: {key}.math: '{entry['math']}' is "
             + (
-                "a reference library (reference_only in components.yaml): 1.6x-5x slower and unstable "
+                "a reference library (reference_only in components.yaml): far slower and unstable "
                 "in the site's measurements, so it may only be the application's `reference`"
                 if kind != "reference"
                 else "a production library; the reference is the baseline the report compares "

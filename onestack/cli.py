@@ -220,7 +220,7 @@ def cmd_record_outputs(args) -> None:
     release = publish.current_release()
     published = publish.release_manifest(release)["flavors"]
     why = {m: dispatch.without_own_level(release, stack.load().flavor(m)) for m in published}
-    recorded.record(release / "init" / "bash", published, why, args.apps)
+    recorded.record(publish.init_of(release), published, why, args.apps)
 
 
 def cmd_audit(args) -> None:
@@ -279,7 +279,7 @@ def cmd_rollback(args) -> None:
 def cmd_bench_modules(args) -> None:
     """Latency of `module avail` and `module load`, with and without the spider
     cache, side by side (goals: avail < 50 ms, load < 100 ms)."""
-    init = publish.current_release() / "init" / "bash"
+    init = publish.init_of(publish.current_release())
     module = _selected(args)[0].module_name
     print(f"{'command':34} {'spider cache':>12} {'median ms':>10} {'min-max ms':>14}  goal")
     for command, goal in (("avail", 50), (f"load {module}", 100)):

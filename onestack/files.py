@@ -13,6 +13,12 @@ from pathlib import Path
 from typing import Iterator, List, Optional
 
 
+def is_elf(file: Path) -> bool:
+    """An ELF object (a program or a library), by its first four bytes."""
+    with open(file, "rb") as handle:
+        return handle.read(4) == b"\x7fELF"
+
+
 def remove(path: Path) -> None:
     """A file, link or folder, if there."""
     if path.is_dir() and not path.is_symlink():

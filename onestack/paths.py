@@ -2,6 +2,7 @@
 locations setup/env.sh exports (everything big lives outside the repository)."""
 
 import os
+import re
 from pathlib import Path
 
 from onestack.errors import OnestackError
@@ -80,3 +81,13 @@ def modules_root() -> Path:
     """Published module trees: releases/<id>/ and the `current` link
     (ONESTACK_MODULES points elsewhere: tests publish into scratch folders)."""
     return Path(os.environ.get("ONESTACK_MODULES", prefix() / "modules"))
+
+
+def pinned(pins: str, key: str) -> str:
+    """KEY=value of a pin file of setup/ (spack-pins.sh, apptainer-pins.sh):
+    the shell scripts source them, the code reads the same line."""
+    file = REPO / "setup" / pins
+    found = re.search(rf"^{key}=(\S+)", file.read_text(), re.MULTILINE)
+    if not found:
+        raise SetupError(f"{file}: no {key}= line")
+    return found.group(1)

@@ -116,7 +116,7 @@ def _script(out: Path, check_id: str, check: dict, module: str, bin_dir: Path) -
         mode=0o755,
         check=check_id,
         module=module,
-        init=publish.current_release() / "init" / "bash",
+        init=publish.init_of(publish.current_release()),
         shims=shims,
         reframe=bin_dir / "reframe",
         config=out / "reframe-config.yaml",

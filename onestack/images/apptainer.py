@@ -111,11 +111,7 @@ def _fix_for(stderr: str) -> str:
 
 
 def pinned_version() -> str:
-    """APPTAINER_VERSION of setup/apptainer-pins.sh (the one place it is set)."""
-    found = re.search(r"^APPTAINER_VERSION=(\S+)", PINS.read_text(), re.MULTILINE)
-    if not found:
-        raise ImageError(f"{PINS}: no APPTAINER_VERSION= line")
-    return found.group(1)
+    return paths.pinned(PINS.name, "APPTAINER_VERSION")
 
 
 def installed_executable() -> Path:

@@ -28,7 +28,7 @@ from onestack.modules import dispatch
 from onestack.problems import runner
 from onestack.spack import scope, vendor
 from onestack.stack import DISPATCHER, site
-from onestack.stack.flavors import Flavor
+from onestack.stack.flavors import Flavor, launcher_program
 
 CONTAINERS = paths.REPO / "containers"
 IMAGES_FILE = "containers/images.yaml"
@@ -105,13 +105,7 @@ def _vendors(closure: dict) -> Tuple[List[str], List[Tuple[str, str]]]:
 
 
 def _elf_files(prefix: Path) -> List[Path]:
-    found = []
-    for path in prefix.rglob("*"):
-        if path.is_file() and not path.is_symlink():
-            with open(path, "rb") as f:
-                if f.read(4) == b"\x7fELF":
-                    found.append(path)
-    return found
+    return [path for path in prefix.rglob("*") if path.is_file() and not path.is_symlink() and files.is_elf(path)]
 
 
 def _libraries(elf: Path) -> Dict[str, str]:
@@ -184,7 +178,7 @@ def mpi_alternative(flavor: Flavor, mpi: dict) -> str:
     bin/ comes first on PATH)."""
     if mpi["prefix"] != "/usr":
         return ""
-    path = str(Path(mpi["prefix"]) / "bin" / (flavor.mpi_launcher or "mpirun"))
+    path = str(Path(mpi["prefix"]) / "bin" / launcher_program(flavor.mpi_launcher))
     # Through the alternatives links only: their choices are what
     # update-alternatives takes (mpirun.mpich, itself a link to mpiexec.hydra).
     while os.path.islink(path) and (
@@ -202,12 +196,8 @@ def _labels(flavor: Flavor, hashes: List[str], levels: List[Tuple[str, str]], al
         "org.onestack.cpu-levels": " ".join(level for level, _ in levels),
         "org.onestack.mpi-abi": flavor.mpi_abi,
         "org.onestack.mpirun": alternative or "the MPI's own bin/mpirun",
-        "org.onestack.spack-commit": _pinned("SPACK_COMMIT"),
+        "org.onestack.spack-commit": paths.pinned("spack-pins.sh", "SPACK_COMMIT"),
     }
-
-
-def _pinned(key: str) -> str:
-    return re.search(rf"^{key}=(\S+)", (paths.REPO / "setup" / "spack-pins.sh").read_text(), re.M).group(1)
 
 
 def _help(flavor: Flavor, problem) -> str:

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from onestack import host, paths, render
+from onestack import files, host, paths, render
 from onestack.errors import OnestackError
 from onestack.stack import DISPATCHER, cpus
 from onestack.stack.flavors import Flavor
@@ -73,18 +73,13 @@ def choice_here(entry_bin: Path) -> Tuple[str, str, str]:
     return found.group(1), found.group(2), lowered.group(1) if lowered else ""
 
 
-def _is_elf(file: Path) -> bool:
-    with open(file, "rb") as handle:
-        return handle.read(4) == b"\x7fELF"
-
-
 def programs(flavor: Flavor, builds: List[Tuple[str, str]]) -> List[str]:
     """The executables every build has (scripts stay reached through the
     application's module: they run on any CPU), the flavor's program among
     them: without it, neither the module nor the image has an entry point."""
     names = None
     for _, folder in builds:
-        here = {f.name for f in Path(folder).iterdir() if f.is_file() and os.access(f, os.X_OK) and _is_elf(f)}
+        here = {f.name for f in Path(folder).iterdir() if f.is_file() and os.access(f, os.X_OK) and files.is_elf(f)}
         names = here if names is None else names & here
     if flavor.app.program not in (names or ()):
         raise DispatchError(f"{flavor.module_name}: {flavor.app.program} is not in every build ({builds})")

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import List
 
 from onestack.errors import OnestackError
+from onestack.problems.runner import clean_env
 
 # Where distributions install Lmod; LMOD_ROOT overrides for a site's own build.
 _CANDIDATES = ("/usr/share/lmod/lmod", "/opt/apps/lmod/lmod", "/usr/local/lmod/lmod")
@@ -51,9 +52,10 @@ def build_spider_cache(cache_dir: Path, modulepath: List[Path]) -> None:
 
 def clean_shell(init: Path, commands: str) -> subprocess.CompletedProcess:
     """Run bash commands in a clean environment after sourcing a tree's init script."""
-    env = {"HOME": os.environ.get("HOME", "/"), "PATH": "/usr/bin:/bin", "TERM": "dumb"}
     script = f"set -e\nsource {shlex.quote(str(init))}\n{commands}\n"
-    return subprocess.run(["bash", "--noprofile", "--norc", "-c", script], env=env, text=True, capture_output=True)
+    return subprocess.run(
+        ["bash", "--noprofile", "--norc", "-c", script], env=clean_env(), text=True, capture_output=True
+    )
 
 
 def check_loads(init: Path, module: str) -> None:

@@ -25,7 +25,7 @@ from onestack import files, paths, render, spack, stack
 from onestack.errors import OnestackError
 from onestack.modules import abi, dispatch, lmod
 from onestack.spack import vendor
-from onestack.stack.flavors import Flavor, default_version, version_key
+from onestack.stack.flavors import Flavor, default_version, launcher_program, version_key
 
 TEMPLATES = paths.MODULE_TEMPLATES
 COMPLETE_MARK = ".complete"
@@ -45,7 +45,12 @@ def current_link() -> Path:
 
 def init_script() -> Path:
     """The stable path users source; it follows the `current` link."""
-    return current_link() / "init" / "bash"
+    return init_of(current_link())
+
+
+def init_of(release: Path) -> Path:
+    """A release's own init script (bash): what loads its modules alone."""
+    return release / "init" / "bash"
 
 
 def complete_releases() -> List[Path]:
@@ -337,7 +342,7 @@ def _runtime_layout(runtime, root: dict) -> Tuple[Path, Path, dict]:
         launcher = folder / vendor.every()[root["name"]]["launcher"]
         return folder / "lib", launcher, {"set": layout["set"], "prepend": layout["prepend"]}
     prefix = Path(root["prefix"])
-    launcher = prefix / "bin" / (stack.load().components["mpis"][runtime.name]["launcher"] or "mpirun")
+    launcher = prefix / "bin" / launcher_program(stack.load().components["mpis"][runtime.name]["launcher"])
     prepend = [("PATH", prefix / "bin"), ("LD_LIBRARY_PATH", prefix / "lib")]
     return prefix / "lib", launcher, {"set": [], "prepend": prepend}
 
@@ -365,7 +370,7 @@ def _checked_launchers(release: Path, runtime, shim: Path, launcher) -> None:
 def _target_launcher(runtime) -> str:
     """The launcher of the MPI a translator runs its jobs on (its `launcher`
     in components.yaml, else mpirun)."""
-    return stack.load().components["mpis"][runtime.to]["launcher"] or "mpirun"
+    return launcher_program(stack.load().components["mpis"][runtime.to]["launcher"])
 
 
 def _which(module: str, mpi: str, command: str) -> str:
@@ -389,7 +394,7 @@ def _init_files(release: Path, selected: List[Flavor]) -> None:
     modulepath = ":".join(str(p) for p in [release / "flavors", *_core_dirs(release)])
     _render(
         "init-bash.j2",
-        release / "init" / "bash",
+        init_of(release),
         release=release.name,
         example=selected[0].module_name,
         lmod_init=lmod.init_dir(),
@@ -517,7 +522,7 @@ def _publish(selected: List[Flavor], force: bool) -> Path:
     lmod.check_syntax(modulepath)
     lmod.build_spider_cache(release / "cache", modulepath)
     for flavor in selected:
-        lmod.check_loads(release / "init" / "bash", flavor.versioned_name)
+        lmod.check_loads(init_of(release), flavor.versioned_name)
     manifest = {
         "flavors": [f.module_name for f in selected],
         "runtimes": runtime_modules,
@@ -541,7 +546,7 @@ def _check_still_loads(release: Path) -> None:
     replaced): it goes live again only if each of its flavors still loads."""
     for module in release_manifest(release)["flavors"]:
         try:
-            lmod.check_loads(release / "init" / "bash", module)
+            lmod.check_loads(init_of(release), module)
         except lmod.LmodError as error:
             raise PublishError(
                 f"release {release.name} was not made live again: {error}\n"

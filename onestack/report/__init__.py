@@ -146,7 +146,7 @@ def _start(only: List[str], suffix: str = "") -> tuple:
     out = reports_dir() / (time.strftime("%Y%m%d-%H%M%S") + suffix)
     out.mkdir(parents=True)
     print(f"==> report: host {host.describe()}", flush=True)
-    return publish.current_release() / "init" / "bash", published, out
+    return publish.init_of(publish.current_release()), published, out
 
 
 def make_defaults(apps: List[str]) -> Path:

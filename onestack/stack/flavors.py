@@ -864,6 +864,11 @@ def _translator(name: str, translator: dict, components: dict, site: Site) -> Ru
     )
 
 
+def launcher_program(launcher: str) -> str:
+    """The program an MPI's `launcher` of components.yaml names (empty: the MPI's own mpirun)."""
+    return launcher or "mpirun"
+
+
 def twin_target(components: dict, flavor: Flavor) -> str:
     """The Spack target of a flavor's native twin: this host's CPU, as the
     flavor's compiler can build for it (host.twin_target)."""

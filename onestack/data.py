@@ -9,6 +9,7 @@ by Spack half an hour into a build.
 import copy
 import fnmatch
 import functools
+import math
 import re
 from collections.abc import Hashable
 from pathlib import Path
@@ -270,8 +271,19 @@ def load(file: Path, schema_name: str) -> Any:
     data = read_yaml(file)
     if data is None:
         raise InputError(f"{location(file)}: empty; it needs the keys of {schema_name}.schema.yaml in schemas/")
+    _check_finite(file, data)
     validate(file, data, schema_name)
     return fill_defaults(data, schema(schema_name), schema(schema_name))
+
+
+def _check_finite(file: Path, node: Any, key: str = "") -> None:
+    """YAML's .inf and .nan pass a schema's bounds: a tolerance of .inf would
+    pass every check, one of .nan fail every check."""
+    if isinstance(node, float) and not math.isfinite(node):
+        raise InputError(f"{location(file)}: {key}: {node} is no figure to check against; give a finite number")
+    children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for name, child in children:
+        _check_finite(file, child, f"{key}.{name}" if key else str(name))
 
 
 def every_document(root: Path) -> List[Path]:

@@ -85,11 +85,13 @@ def note(best: Optional[str], default: str, beyond_noise: bool, change: Optional
 
 
 def measured_elsewhere(app: str) -> Optional[str]:
-    """Where the site's default of the app was measured on another CPU model
-    than this host's, in words (a default is a site fact, and sites' build
-    hosts and nodes differ); None where it was measured on this model."""
+    """Where the site's default of the app was measured on another CPU than
+    this host's, in words (a default is a site fact, and sites' build hosts
+    and nodes differ); None where it was measured on this one: the same
+    model and level (a VM may hide AVX-512 from the same model), or the same
+    model for an entry recorded before the level was."""
     entry = site.load().default_flavors.get(app)
-    if entry is None or entry["measured_on"] == host.model():
+    if entry is None or entry["measured_on"] in (host.describe(), host.model()):
         return None
     return f"the site default {entry['flavor']} was measured on {entry['measured_on']}, not on this host's CPU"
 
@@ -107,7 +109,7 @@ def record(app: str, module: str, why: str) -> str:
     document = yaml.load(file.read_text())
     defaults = document.setdefault("default_flavors", {})
     kept = defaults.get(app, {}).get("flavor") == flavor
-    defaults[app] = {"flavor": flavor, "why": why, "measured_on": host.model()}
+    defaults[app] = {"flavor": flavor, "why": why, "measured_on": host.describe()}
     with files.replacing(file) as partial, open(partial, "w") as handle:
         yaml.dump(document, handle)
     site._load.cache_clear()

@@ -251,7 +251,7 @@ def test_a_full_run_restates_the_default_it_keeps_with_its_figures_and_cpu(tmp_p
     change = defaults.record("hpl", f"hpl/{kept}", why)
     assert change.endswith(f"default_flavors.hpl: {kept} (kept, its reason re-measured)")
     written = site.load().default_flavors["hpl"]
-    assert written == {"flavor": kept, "why": why, "measured_on": host.model()}
+    assert written == {"flavor": kept, "why": why, "measured_on": host.describe()}
     comments = [
         line
         for line in (paths.data_root() / "sites" / "default" / "site.yaml").read_text().splitlines()

@@ -182,19 +182,22 @@ def _lower_levels(flavor: Flavor) -> List[dict]:
     after itself: what its per-level code buys here (goals of kind
     level_gain), and, on a newer CPU, what an older generation's build gives
     over the baseline build in the same rounds."""
-    built = dispatch.published_levels(publish.current_release(), flavor)
-    runnable = sorted(level for level in built if host.runs(level))
-    return [_level_only(flavor, level) for level in runnable[:-1]]
+    release = publish.current_release()
+    # The dispatcher's own choice: below the CPU's level where the flavor's
+    # table lowers it on this model (lower_level_on), the CPU's otherwise.
+    chosen, _, _ = dispatch.choice_here(dispatch.bin_dir(release, flavor))
+    built = sorted(dispatch.published_levels(release, flavor))
+    return [_level_only(flavor, level, chosen) for level in built if level < chosen]
 
 
-def _level_only(flavor: Flavor, level: str) -> dict:
+def _level_only(flavor: Flavor, level: str, picked: str) -> dict:
     how = How(
         modules=(flavor.module_name,),
         env=(("ONESTACK_CPU_LEVEL", level),),
         no_own_level=f"this run is its {level} build alone (ONESTACK_CPU_LEVEL), the figure's point",
     )
     kind = "baseline_level" if level == cpus.baseline_level() else "level_build"
-    return _beside(flavor, f"{level}-only", f"{level} build only", kind, how, level=level)
+    return _beside(flavor, f"{level}-only", f"{level} build only", kind, how, level=level, picked=picked)
 
 
 def _same_mpi(flavor: Flavor, build: Flavor) -> bool:

@@ -430,14 +430,17 @@ def test_a_round_that_lacks_the_figure_is_left_out_of_the_pairs():
 
 
 @pytest.mark.parametrize(
-    "here, forced",
-    [("v4", ["x86-64-v2", "x86-64-v3"]), ("v3", ["x86-64-v2"]), ("v2", [])],
+    "picked, forced",
+    # the dispatcher's pick: the CPU's level, or one its table lowers it to
+    # on the CPU's model (an Intel Xeon with one AVX-512 FMA unit: v3)
+    [("x86-64-v4", ["x86-64-v2", "x86-64-v3"]), ("x86-64-v3", ["x86-64-v2"]), ("x86-64-v2", [])],
 )
-def test_a_flavor_runs_again_on_each_of_its_builds_below_the_dispatchers_pick(monkeypatch, tmp_path, here, forced):
+def test_a_flavor_runs_again_on_each_of_its_builds_below_the_dispatchers_pick(monkeypatch, tmp_path, picked, forced):
     flavor = stack.load().flavor("hpl/openblas-mpich")
     monkeypatch.setattr(measure.publish, "current_release", lambda: tmp_path)
     monkeypatch.setattr(measure.dispatch, "published_levels", lambda *_: ["x86-64-v2", "x86-64-v3", "x86-64-v4"])
-    monkeypatch.setattr(host, "level", lambda: here)
+    monkeypatch.setattr(measure.dispatch, "choice_here", lambda _: (picked, "/bin", ""))
+    monkeypatch.setattr(host, "level", lambda: "v4")
     runs = measure._lower_levels(flavor)
     assert [(r["level"], r["kind"]) for r in runs] == [
         (level, "baseline_level" if level == "x86-64-v2" else "level_build") for level in forced
@@ -493,3 +496,26 @@ def test_each_round_runs_every_contestant_and_a_broken_one_is_reported(monkeypat
     assert fast["figures"]["ns_per_day"]["rounds"] == [50, 52] and fast["figures"]["ns_per_day"]["median"] == 51
     assert slow["figures"]["ns_per_day"]["rounds"] == [30, 31] and slow["error"] is None
     assert broken == {"name": "broken", "label": "broken", "error": "energy off", "figures": {}}
+
+
+def test_a_level_goal_is_judged_on_the_level_the_dispatcher_runs(monkeypatch):
+    """On an AVX-512 CPU whose model the flavor's table lowers to v3 (an
+    Intel Xeon with one AVX-512 FMA unit), the flavor's own run is its v3
+    build: the v3 goal is judged, the v4 goal says why it is not."""
+    figures = {"ns_per_day": {"unit": "ns/day", "better": "higher"}}
+    runs = [
+        _result("gromacs/a", "flavor", ns_per_day=(44, 45, 46)),
+        {
+            **_result("gromacs/a-x86-64-v2-only", "baseline_level", ns_per_day=(29, 30, 31)),
+            "of": "gromacs/a",
+            "picked": "x86-64-v3",
+        },
+    ]
+    monkeypatch.setattr(goals.host, "level", lambda: "v4")
+    v3 = goals.level_gain({"figure": "ns_per_day", "at_least": 1.3, "on_level": "x86-64-v3"}, _app(runs, figures), {})
+    assert not v3["verdict"].startswith("not measured"), v3
+    v4 = goals.level_gain({"figure": "ns_per_day", "at_least": 1.5, "on_level": "x86-64-v4"}, _app(runs, figures), {})
+    assert v4["verdict"] == (
+        "not measured: this host is x86-64-v4, whose dispatcher runs its x86-64-v3 build (lower_level_on), "
+        "the goal is for x86-64-v4"
+    ), v4

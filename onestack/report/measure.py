@@ -369,8 +369,9 @@ def emulated(init: Path, runs: List[dict], app: str, workdir: Path) -> List[dict
     """Each native twin and its fat flavor on the app's emulation problem
     under every CPU generation of the site (qemu): the fat build runs and
     passes, the native one dies. Not a speed figure: emulation is slow."""
-    twins = [c for c in runs if c["kind"] == "native"]
     by_name = {c["name"]: c for c in runs}
+    # A twin whose fat flavor is not among the runs (not published) has nothing to stand beside.
+    twins = [c for c in runs if c["kind"] == "native" and c["of"] in by_name]
     rows = []
     for g in cpus.generations() if twins else []:
         print(f"==> report: {app}: emulated {g['qemu']} (fat and native builds)", flush=True)

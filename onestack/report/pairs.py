@@ -133,7 +133,10 @@ def _figure(init: Path, run: dict, problem: problems.Problem, rundir: Path, name
     outcome, error = measure.run_once(init, run, problem, rundir)
     if error:
         raise problems.ProblemError(f"{run['label']}: {error}")
-    return measure.figures(problem, outcome.output)[name], time.monotonic() - start
+    figures = measure.figures(problem, outcome.output)
+    if name not in figures:
+        raise problems.ProblemError(f"{run['label']}: its output holds no {name} (the problem's figures)")
+    return figures[name], time.monotonic() - start
 
 
 def _pairs(init: Path, fat: dict, native: dict, problem: problems.Problem, workdir: Path, most: int) -> dict:

@@ -5,7 +5,7 @@ fast tier run; it loads each layer's data and nothing built from it."""
 
 from onestack import data, paths, problems, stack
 from onestack.report import goals
-from onestack.stack.flavors import check_choice
+from onestack.stack.flavors import check_choice, versions_by_module
 
 
 def check_all() -> dict:
@@ -102,9 +102,7 @@ def _check_not_checked(matrix) -> None:
     """What a problem or an accelerated style declares not checked names a
     version of its application, or a problem of it: a misspelt one would
     check nothing and say nothing."""
-    versions = {}
-    for flavor in matrix.flavors:
-        versions.setdefault(flavor.app.module, set()).add(flavor.app.version)
+    versions = versions_by_module(matrix.flavors)
     for app in problems.apps():
         _check_problem_versions(app, versions.get(app, set()))
     for app in {f.app.file: f.app for f in matrix.flavors}.values():

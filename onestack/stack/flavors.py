@@ -261,8 +261,7 @@ class Matrix:
 
     def mpi_env(self, name: str) -> Tuple[Setting, ...]:
         """The settings of an MPI of components.yaml on the site's fabric."""
-        mpi = self.components["mpis"][name]
-        return _settings(mpi["env"], mpi["fabrics"][self.site.fabric]["env"])
+        return _mpi_settings(self.components["mpis"][name], self.site.fabric)
 
 
 # The exec-time dispatcher in front of every flavor's programs: built for
@@ -413,6 +412,11 @@ def _settings(*envs: dict, hybrid: bool = False) -> Tuple[Setting, ...]:
         for name, s in env.items()
     }
     return tuple(chosen.values())
+
+
+def _mpi_settings(mpi: dict, fabric: str) -> Tuple[Setting, ...]:
+    """An MPI's settings of components.yaml, its fabric's over its own."""
+    return _settings(mpi["env"], mpi["fabrics"][fabric]["env"])
 
 
 def _preload(math: dict) -> Optional[Preload]:
@@ -746,9 +750,7 @@ def _check_accelerators_built(file: Path, app: Application, flavors: List[Flavor
 
 def _check_site_versions(site: Site, flavors: List[Flavor]) -> None:
     """The site's `versions` name applications and versions the stack has."""
-    known = {}
-    for flavor in flavors:
-        known.setdefault(flavor.app.module, set()).add(flavor.app.version)
+    known = versions_by_module(flavors)
     for app, chosen in site.versions.items():
         check_choice(site.file, f"versions.{app}", app, known, "application", "modules of environments/")
         named = [("default", chosen["default"])] if "default" in chosen else []
@@ -763,6 +765,22 @@ def _check_site_versions(site: Site, flavors: List[Flavor]) -> None:
                 "version",
                 f"the versions of {app} in environments/",
             )
+        where = data.location(site.file)
+        if chosen.get("default") in chosen["hidden"]:
+            raise InputError(
+                f"{where}: versions.{app}.default: {chosen['default']} is also hidden; "
+                "the version users load by default stays listed: unhide it, or choose another default"
+            )
+        if set(chosen["hidden"]) >= known[app]:
+            raise InputError(f"{where}: versions.{app}.hidden: every version of {app} is hidden; leave one listed")
+
+
+def versions_by_module(flavors: List[Flavor]) -> Dict[str, set]:
+    """Each module's versions among flavors."""
+    found: Dict[str, set] = {}
+    for flavor in flavors:
+        found.setdefault(flavor.app.module, set()).add(flavor.app.version)
+    return found
 
 
 def _check_module_defaults(site: Site, flavors: List[Flavor]) -> None:
@@ -838,7 +856,7 @@ def _runtimes(components: dict, site: Site) -> Tuple[Runtime, ...]:
             name,
             _mpi_spec(mpi, site.fabric),
             mpi["abi"],
-            _settings(mpi["env"], mpi["fabrics"][site.fabric]["env"]),
+            _mpi_settings(mpi, site.fabric),
             tuple(mpi.get("serves", [mpi["abi"]])),
             ci_build=mpi["ci_build"],
         )

@@ -185,6 +185,7 @@ def _shape() -> str:
         paths.REPO / "onestack" / "spack" / "environment.py",
         paths.REPO / "modulefiles" / "modules.yaml",
         *sorted(TEMPLATES.iterdir()),
+        *sorted(f for f in (paths.REPO / "modulefiles" / "spack-templates").rglob("*") if f.is_file()),
         *sorted(paths.environments_dir().glob("*.yaml")),
         vendor.VENDOR,
         paths.site_dir() / "site.yaml",

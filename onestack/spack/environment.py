@@ -13,7 +13,7 @@ import yaml
 
 from onestack import files, paths, spack, stack
 from onestack.stack import cpus, site
-from onestack.stack.flavors import DISPATCHER, Flavor, preload_packages, twin_target
+from onestack.stack.flavors import DISPATCHER, Flavor, package_name, preload_packages, twin_target
 
 
 def _permissions(site) -> dict:
@@ -27,6 +27,8 @@ def _permissions(site) -> dict:
 
 MANIFEST = paths.REPO / "spack.yaml"
 SITE_RECIPES = paths.REPO / "packages" / "spack_repo" / "onestack" / "packages"
+# An MPI's module template, below spack.yaml's template_dirs.
+MPI_TEMPLATE = "onestack/mpi.lua"
 # The placeholders of the repository's spack.yaml that each site's copy fills in.
 STATE, SITE_SCOPE = "$ONESTACK_STATE/", "$ONESTACK_SITE_SCOPE"
 
@@ -59,6 +61,8 @@ def write_manifest(state: Path) -> Path:
     env = manifest["spack"]
     env["include"] = [{**entry, "path": _rebased(entry["path"], state)} for entry in env["include"]]
     env["repos:"] = {name: _rebased(path, state) for name, path in env["repos:"].items()}
+    # Spack reads a template folder from where it runs, not from the environment.
+    env["config"]["template_dirs"] = [str(paths.REPO / path) for path in env["config"]["template_dirs"]]
     env["concretizer"]["reuse"]["exclude"] = site_packages()
     header = f"# Generated from spack.yaml by `onestack render` for {state.name}: do not edit.\n"
     return files.write_text(state / "spack.yaml", header + yaml.safe_dump(manifest, sort_keys=False, width=200))
@@ -77,6 +81,12 @@ def _hidden(selected: List[Flavor], preloads: List[str], components: dict) -> Li
     return hidden + [DISPATCHER.split()[0], *preloads]
 
 
+def _mpi_templates(components: dict) -> Dict[str, dict]:
+    """Each MPI's module from onestack's template, which refuses to load it
+    over a flavor of another MPI (modulefiles/spack-templates/onestack/mpi.lua)."""
+    return {package_name(mpi["spec"]): {"template": MPI_TEMPLATE} for mpi in components["mpis"].values()}
+
+
 def render(selected: List[Flavor], state: Optional[Path] = None, ci: bool = False) -> Path:
     """Write the site environment into state (default: the site's state
     folder) with the Spack config of the selected flavors, their level
@@ -93,7 +103,13 @@ def render(selected: List[Flavor], state: Optional[Path] = None, ci: bool = Fals
             {"runtimes": [r.spec for r in matrix.runtimes if r.ci_build or not ci] + [DISPATCHER, *preloads]},
         ],
         "modules": {
-            "default": {"lmod": {"projections": projections, "exclude": _hidden(selected, preloads, matrix.components)}}
+            "default": {
+                "lmod": {
+                    "projections": projections,
+                    "exclude": _hidden(selected, preloads, matrix.components),
+                    **_mpi_templates(matrix.components),
+                }
+            }
         },
         "packages": {"all": {"target": [cpus.baseline_target()], "permissions": _permissions(matrix.site)}},
     }

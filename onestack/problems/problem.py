@@ -182,13 +182,25 @@ FIELD = re.compile(r"(?<!\$)\{([A-Za-z][A-Za-z0-9_]*)\}")
 
 def _check_fields(file: Path, spec: dict) -> None:
     """Each {param} field of a written file has its value in `params`: else
-    it is written as it stands, and the program reads the braces."""
+    it is written as it stands, and the program reads the braces. Each
+    parameter a sizing names (emulation_params, report_params, peak_search)
+    is one of `params`: else it would size nothing, or fail in the report."""
     for name, text in spec["write"].items():
         missing = sorted(set(FIELD.findall(text)) - set(spec["params"]))
         if missing:
             raise data.InputError(
                 f"{data.location(file)}: write.{name}: {{{missing[0]}}} has no value in params "
                 f"({', '.join(spec['params']) or 'none'}); add it to params or fix the field's name"
+            )
+    search = spec.get("peak_search", {})
+    named = {f"emulation_params.{k}": k for k in spec.get("emulation_params", {})}
+    named.update({f"report_params.{k}": k for k in spec.get("report_params", {})})
+    named.update({f"peak_search.{k}": search[k] for k in ("size_param", "block_param") if k in search})
+    named.update({f"peak_search.grid_params[{i}]": p for i, p in enumerate(search.get("grid_params", []))})
+    for key, param in named.items():
+        if param not in spec["params"]:
+            raise data.InputError(
+                f"{data.location(file)}: {key}: {param} is not one of params ({', '.join(spec['params']) or 'none'})"
             )
 
 

@@ -61,12 +61,13 @@ def cmd_site(args) -> None:
     scope.declare_compilers()
 
 
-def _rendered(matrix) -> None:
+def _rendered(matrix, ci: bool = False) -> None:
     """The site's environment includes the rendered flavors: a fresh checkout
     has none yet, and Spack refuses the environment (even for `external
-    find`) without them."""
+    find`) without them. Rendered where missing only, never over the file a
+    running build concretized from."""
     if not (site.state_dir() / "flavors.yaml").is_file():
-        environment.render(matrix.select())
+        environment.render(matrix.select(ci=ci), ci=ci)
 
 
 def cmd_spack_indexes(args) -> None:
@@ -232,10 +233,7 @@ def cmd_audit(args) -> None:
         f"==> audit: {checked['documents']} data files valid against schemas/; {checked['flavors']} flavors, "
         f"{checked['problems']} test problems, {checked['goals']} report goals for site {matrix.site.name}"
     )
-    # The environment Spack audits includes the rendered flavors: rendered
-    # where missing, never over the file a running build concretized from.
-    if not (site.state_dir() / "flavors.yaml").is_file():
-        environment.render(matrix.select(ci=stack.ci_lists()), ci=stack.ci_lists())
+    _rendered(matrix, ci=stack.ci_lists())
     spack.run("audit", "packages", *sorted({f.app.package for f in matrix.flavors}))
     ci.validate(ci.PIPELINE_FILE)
     print(f"==> audit: {ci.PIPELINE_FILE.name} valid (GitLab's schema)")

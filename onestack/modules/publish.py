@@ -187,7 +187,7 @@ def _shape() -> str:
         *sorted(TEMPLATES.iterdir()),
         *sorted(f for f in (paths.REPO / "modulefiles" / "spack-templates").rglob("*") if f.is_file()),
         *sorted(paths.environments_dir().glob("*.yaml")),
-        vendor.VENDOR,
+        vendor.vendor_file(),
         paths.site_dir() / "site.yaml",
     ]
     for file in sources:

@@ -17,7 +17,6 @@ import yaml
 from onestack import data, files, paths, render
 from onestack.errors import OnestackError
 
-VENDOR = paths.REPO / "setup" / "vendor.yaml"
 TEMPLATES = Path(__file__).parent / "templates"
 
 
@@ -30,8 +29,13 @@ def _every(file: Path) -> Dict[str, dict]:
     return data.load(file, "vendor")
 
 
+def vendor_file() -> Path:
+    """setup/vendor.yaml of the data in use (ONESTACK_DATA_ROOT, else the checkout's)."""
+    return paths.data_root() / "setup" / "vendor.yaml"
+
+
 def every() -> Dict[str, dict]:
-    return _every(paths.data_root() / "setup" / "vendor.yaml")
+    return _every(vendor_file())
 
 
 def prefix_of(package: str) -> Path:

@@ -34,10 +34,23 @@ CONTAINERS = paths.REPO / "containers"
 IMAGES_FILE = "containers/images.yaml"
 SITE_REPO = paths.REPO / "packages"
 # Where things go in the image.
-STORE = "/opt/software"
-VIEW = "/opt/views/view"
-TEST_DIR = "/opt/onestack/test"
-DISPATCH_DIR = "/opt/onestack/dispatch"
+# Where an image holds what it is made of: the definition (flavor.def.j2,
+# dispatch.sh.j2, as `at`) and the code that writes what the image reads
+# take these folders from here.
+IN_IMAGE = {
+    "spack": "/opt/spack",
+    "spack_packages": "/opt/spack-packages",
+    "site_repo": "/opt/onestack/packages",
+    "setup": "/opt/onestack/setup",
+    "store": "/opt/software",
+    "views": "/opt/views",
+    "dispatch": "/opt/onestack/dispatch",
+    "test": "/opt/onestack/test",
+}
+STORE = IN_IMAGE["store"]
+VIEW = f"{IN_IMAGE['views']}/view"
+TEST_DIR = IN_IMAGE["test"]
+DISPATCH_DIR = IN_IMAGE["dispatch"]
 BUILDCACHE = "/opt/buildcache"  # the site buildcache, bound in while the image builds
 
 
@@ -262,7 +275,7 @@ def write_context(flavor: Flavor, roots: Dict[str, dict]) -> Path:
         setup = tmp / "setup"
         setup.mkdir(parents=True)
         render.write(CONTAINERS, "apt.sh.j2", setup / "apt.sh", components=config()["components"])
-        (setup / "vendor-layouts.sh").write_text("#!/bin/sh\nset -e\n" + "".join(layouts))
+        render.write(CONTAINERS, "vendor-layouts.sh.j2", setup / "vendor-layouts.sh", layouts=layouts)
         _spack_scope(setup / "spack-scope")
         image_builds = [(level, _in_image(folder)) for level, folder in builds]
         render.write(
@@ -279,6 +292,7 @@ def write_context(flavor: Flavor, roots: Dict[str, dict]) -> Path:
             "dispatch.sh.j2",
             setup / "dispatch.sh",
             folder=DISPATCH_DIR,
+            at=IN_IMAGE,
             dispatcher=f"{_in_image(roots[DISPATCHER]['prefix'])}/bin/{dispatch.DISPATCHER_PROGRAM}",
             programs=[*dispatch.programs(flavor, builds), dispatch.CHECK],
         )
@@ -295,6 +309,7 @@ def write_context(flavor: Flavor, roots: Dict[str, dict]) -> Path:
             ),
             spack_packages=_exported(paths.spack_packages(), ["repos"], "spack-packages"),
             site_repo=SITE_REPO,
+            at=IN_IMAGE,
             recipe_index=_recipe_index(),
             context=str(out),
             vendor_copies=copies,
@@ -368,8 +383,8 @@ def _spack_scope(folder: Path) -> None:
         },
         "repos": {
             "repos:": {
-                "onestack": "/opt/onestack/packages/spack_repo/onestack",
-                "builtin": "/opt/spack-packages/repos/spack_repo/builtin",
+                "onestack": f"{IN_IMAGE['site_repo']}/spack_repo/onestack",
+                "builtin": f"{IN_IMAGE['spack_packages']}/repos/spack_repo/builtin",
             }
         },
     }

@@ -513,6 +513,7 @@ def _definition(flavor, help_text: str = "help") -> str:
         help=help_text,
         threads=images.THREADS_SH,
         buildcache="/opt/buildcache",
+        at=images.IN_IMAGE,
     )
 
 

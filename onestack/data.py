@@ -132,7 +132,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 def read_yaml(file: Path) -> Any:
     try:
-        return yaml.load(Path(file).read_text(), Loader=_UniqueKeyLoader)
+        return yaml.load(Path(file).read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""

@@ -1,5 +1,5 @@
 """This machine's CPU, which nothing in the stack may assume: archspec's name
-for it (the native twin's Spack target), its x86-64 level (which level
+for it (whence the native twin's Spack target, twin_target), its x86-64 level (which level
 builds run here and which are only built), and its model, printed at the
 start of `make test` and on every report so that a figure says which CPU it
 comes from. Build hosts differ (AVX-512 EPYCs, Zen 3 EPYCs without it, Intel
@@ -28,7 +28,7 @@ def _cpu():
 
 
 def target() -> str:
-    """This CPU as Spack names it (e.g. icelake, zen3): the native twin's target."""
+    """This CPU as archspec, and so Spack, names it (e.g. icelake, zen3)."""
     return _cpu().name
 
 

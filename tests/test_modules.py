@@ -4,7 +4,7 @@ every flavor loads in a clean shell with no prior loads."""
 import subprocess
 
 import pytest
-from conftest import require_published, run_flavors
+from conftest import published_of, require_published, run_flavors
 
 from onestack import stack
 from onestack.modules import lmod, publish
@@ -164,6 +164,25 @@ def test_another_mpi_over_a_flavor_is_refused_and_changes_nothing(module, init_s
     assert "a loaded flavor runs on mpich/" in said and "load the flavor built with the other MPI" in said, said
     alone = lmod.clean_shell(init_script, f"module load {module}\ncommand -v {program}")
     assert tried.stdout.split("found: ")[-1].strip() == alone.stdout.strip(), (module, tried.stdout, alone.stdout)
+
+
+def test_a_flavor_on_another_mpi_than_a_loaded_one_is_refused(init_script, published_flavors):
+    """Loaded over an Open MPI flavor of one application, a flavor of another
+    application on MPICH would swap the first one's build and leave its
+    mpirun: refused, the first left as it was. Unloaded, the second loads."""
+    first = published_of(published_flavors, "hpl", "openmpi")
+    second = next((m for m in published_flavors if not m.startswith("hpl/") and "-mpich" in m), None)
+    assert second, f"needs a published MPICH flavor of an application other than HPL: {published_flavors}"
+    tried = lmod.clean_shell(
+        init_script,
+        f'module load {first}\nmodule load {second} 2>&1 || echo "==refused=="\nmodule -t list 2>&1\n'
+        f"module unload {first}\nmodule load {second}",
+    )
+    said = " ".join(tried.stdout.split())
+    assert tried.returncode == 0 and "==refused==" in said, (first, second, tried.stdout, tried.stderr)
+    assert "it runs on mpich/" in said and "a loaded flavor runs on openmpi/" in said, said
+    listed = said.split("==refused==")[1]
+    assert first.split("/")[0] in listed and second.split("/")[0] + "/" not in listed, (first, second, listed)
 
 
 def test_published_release_is_read_only(live_release):

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Tuple
 
 from onestack import apt_sources, files, paths
+from onestack.errors import OnestackError
 from onestack.images import ImageError, apptainer, render
 
 # What a definition header may hold: one word, no spaces, no newlines
@@ -30,7 +31,10 @@ def _mirror_of(uri: str) -> str:
 
 def debian_mirror() -> Tuple[str, str]:
     """(mirror URL, suite) of this machine's Debian entry for its release."""
-    entry = apt_sources.release_entry()
+    try:
+        entry = apt_sources.release_entry()
+    except OnestackError as err:
+        raise ImageError(f"{err}: the debootstrap base needs the mirror this machine installs from") from None
     mirror, suite = _mirror_of(entry.uris[0]), apt_sources.release_codename()
     if not MIRROR_PATTERN.fullmatch(mirror) or not SUITE_PATTERN.fullmatch(suite):
         raise ImageError(

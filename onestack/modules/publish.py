@@ -129,8 +129,8 @@ def _spack_modules(release: Path, selected: List[Flavor], roots: Dict[str, dict]
     Each flavor's entry points (dispatch.py) go first on PATH in the
     application module Spack writes for its install (keyed by its hash), not
     in the flavor module: that one sits in the MPI's branch of the
-    hierarchy, so an MPI swap deactivates or reloads it with its PATH, and
-    the entry points of a build for another MPI never stay behind."""
+    hierarchy and leaves with its MPI (another MPI over a loaded flavor is
+    refused: modulefiles/spack-templates/onestack/mpi.lua)."""
     root = release / "spack"
     scope = release / "spack-scope"
     scope.mkdir()

@@ -328,13 +328,14 @@ SINGLE_PATH_FLAGS = re.compile(
 )
 
 
-# A variant word: +name, ~name or name=value (a value of printable
-# characters; shlex has taken the quotes off one with spaces). Not a variant,
+# A variant word: +name, ~name or name=value, the value of the characters
+# Spack reads in an unquoted value, and spaces (shlex has taken the quotes
+# off such a value; merge_variants quotes it again). Not a variant,
 # and so refused where the data gives variants: a dependency (^), a compiler
 # (%), a version (@), or an architecture word, which are the stack's to set
 # (the baseline target, a level's, the twin's): each would attach the
 # flavor's own target and compiler to another spec, or replace them.
-VARIANT = re.compile(r"[+~]?[A-Za-z0-9_][A-Za-z0-9_-]*(=[^\x00-\x1f\x7f]+)?")
+VARIANT = re.compile(r"[+~]?[A-Za-z0-9_][A-Za-z0-9_-]*(=[A-Za-z0-9_+*.,:=%^~/\\ -]+)?")
 ARCHITECTURE = {"target", "os", "arch", "platform", "namespace"}
 # What starts a spec of components.yaml: a package, and a version of it.
 PACKAGE_AT_VERSION = re.compile(r"[a-z0-9][a-z0-9-]*(@[A-Za-z0-9_.-]+)?")
@@ -765,14 +766,17 @@ def _check_site_versions(site: Site, flavors: List[Flavor]) -> None:
                 "version",
                 f"the versions of {app} in environments/",
             )
-        where = data.location(site.file)
-        if chosen.get("default") in chosen["hidden"]:
+    # What `module load <module>/<flavor>` loads stays listed: the site's
+    # default version where the flavor has it, else its newest.
+    offered = [f for f in flavors if f.kind == "flavor"]
+    for (module, name), versions in sorted(_versions_by_flavor(offered).items()):
+        loads = default_version(site, module, versions)
+        if loads in site.versions.get(module, {}).get("hidden", []):
             raise InputError(
-                f"{where}: versions.{app}.default: {chosen['default']} is also hidden; "
-                "the version users load by default stays listed: unhide it, or choose another default"
+                f"{data.location(site.file)}: versions.{module}.hidden: {loads} is the version "
+                f"`module load {module}/{name}` loads (the site's default where the flavor has it, else its "
+                "newest); leave it listed, or make another of its versions the default"
             )
-        if set(chosen["hidden"]) >= known[app]:
-            raise InputError(f"{where}: versions.{app}.hidden: every version of {app} is hidden; leave one listed")
 
 
 def versions_by_module(flavors: List[Flavor]) -> Dict[str, set]:
@@ -835,12 +839,18 @@ def version_key(version: str) -> tuple:
     return tuple(int(part) if part.isdigit() else -1 for part in version.replace("-", ".").split("."))
 
 
-def _mark_default_versions(flavors: List[Flavor], site: Site) -> List[Flavor]:
-    """Each flavor offered in several versions (one application file each)
-    loads, by its unversioned name, its default version."""
+def _versions_by_flavor(flavors: List[Flavor]) -> Dict[Tuple[str, str], set]:
+    """The versions each flavor (module, flavor name) is offered in."""
     versions: Dict[Tuple[str, str], set] = {}
     for f in flavors:
         versions.setdefault((f.app.module, f.flavor_name), set()).add(f.app.version)
+    return versions
+
+
+def _mark_default_versions(flavors: List[Flavor], site: Site) -> List[Flavor]:
+    """Each flavor offered in several versions (one application file each)
+    loads, by its unversioned name, its default version."""
+    versions = _versions_by_flavor(flavors)
     return [
         replace(
             f,

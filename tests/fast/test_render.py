@@ -195,6 +195,7 @@ class LuaModule:
             "whatis",
             "help",
             "setenv",
+            "pushenv",
             "family",
             "depends_on",
             "prepend_path",

@@ -145,6 +145,16 @@ def test_the_ci_lists_never_replace_a_tree_of_the_build_lists(modules_root):
     assert _current(modules_root) == live and _loads(modules_root)
 
 
+def _other_version(flavor) -> str:
+    return next(
+        f.app.version
+        for f in stack.load().flavors
+        if f.app.module == flavor.app.module
+        and f.flavor_name == flavor.flavor_name
+        and f.app.version != flavor.app.version
+    )
+
+
 def test_a_site_deprecates_and_hides_versions(modules_root, tmp_path, published_flavors):
     """A site's `versions`: a deprecated version prints its message when
     loaded; a hidden one leaves module avail but still loads by its full
@@ -154,7 +164,8 @@ def test_a_site_deprecates_and_hides_versions(modules_root, tmp_path, published_
     site = yaml.safe_load((REPO / "sites" / "default" / "site.yaml").read_text())
     site["versions"] = site.get("versions", {}) | {
         "hpl": {"deprecated": {hpl.app.version: "HPCC 1.5.0 leaves this site in 2027: use HPL 2.3"}},
-        "lmp": {"hidden": [lmp.app.version]},
+        # Its other version the default: the one a flavor loads stays listed.
+        "lmp": {"default": _other_version(lmp), "hidden": [lmp.app.version]},
     }
     # The site edited, kept elsewhere under its name: the same site (its lock, its scope).
     (tmp_path / "default").mkdir()

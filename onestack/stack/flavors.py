@@ -766,16 +766,19 @@ def _check_site_versions(site: Site, flavors: List[Flavor]) -> None:
                 "version",
                 f"the versions of {app} in environments/",
             )
-    # What `module load <module>/<flavor>` loads stays listed: the site's
-    # default version where the flavor has it, else its newest.
+    # What `module load <module>/<flavor>` loads (the site's default version
+    # where the flavor has it, else its newest) is not a hidden version
+    # while the flavor has a listed one: a flavor hidden whole is retired.
     offered = [f for f in flavors if f.kind == "flavor"]
     for (module, name), versions in sorted(_versions_by_flavor(offered).items()):
-        loads = default_version(site, module, versions)
-        if loads in site.versions.get(module, {}).get("hidden", []):
+        hidden = set(site.versions.get(module, {}).get("hidden", []))
+        loads, listed = default_version(site, module, versions), sorted(versions - hidden, key=version_key)
+        if loads in hidden and listed:
             raise InputError(
                 f"{data.location(site.file)}: versions.{module}.hidden: {loads} is the version "
                 f"`module load {module}/{name}` loads (the site's default where the flavor has it, else its "
-                "newest); leave it listed, or make another of its versions the default"
+                f"newest), while {', '.join(listed)} stays listed; make that the default (versions.{module}.default), "
+                "or leave it listed"
             )
 
 

@@ -192,6 +192,12 @@ def _titled(err: jsonschema.ValidationError) -> str | None:
     return f"{err.message} ({title})" if title else None
 
 
+def _not(err: jsonschema.ValidationError) -> str | None:
+    # jsonschema prints the rule itself ("should not be valid under {...}").
+    what = err.schema.get("description") or err.schema.get("title")
+    return f"{err.instance!r} is not allowed: {what}" if what else None
+
+
 # What a site engineer is told for each kind of schema rule broken, where
 # jsonschema's own message alone does not say what to write instead.
 _MESSAGES = {
@@ -202,6 +208,7 @@ _MESSAGES = {
     "maxLength": _max_length,
     "pattern": _titled,
     "enum": _titled,
+    "not": _not,
 }
 
 

@@ -384,6 +384,18 @@ def _check_spec(file: Path, key: str, spec: str) -> None:
     _check_variant_words(file, key, words[1:])
 
 
+def _check_compiler_version(file: Path, name: str, spec: str) -> None:
+    """A compiler names its version: flavors are built with `%name@version`,
+    and the native twin's target is the one archspec says that version of
+    the compiler can build for (host.twin_target). An MPI may leave it to
+    its external."""
+    if "@" not in spec.split()[0]:
+        raise InputError(
+            f"{data.location(file)}: compilers.{name}.spec: {spec!r} names no version; write the "
+            f"one the site builds with: {spec.split()[0]}@<version>"
+        )
+
+
 def _check_no_quote_inside(file: Path, key: str, words: List[str]) -> None:
     """A value is written into the Spack spec in double quotes (merge_variants):
     one inside it would end the value there and let the rest be read as more
@@ -454,6 +466,8 @@ def _check_components(file: Path, components: dict, site: Site) -> None:
     for kind in ("compilers", "mpis", "translators"):
         for name, entry in components[kind].items():
             _check_spec(file, f"{kind}.{name}.spec", entry["spec"])
+    for name, compiler in components["compilers"].items():
+        _check_compiler_version(file, name, compiler["spec"])
     for name, mpi in components["mpis"].items():
         for fabric, how in mpi["fabrics"].items():
             _check_variants(file, f"mpis.{name}.fabrics.{fabric}.variants", how.get("variants", ""))

@@ -1,6 +1,14 @@
 # Locations shared by every onestack command; sourced, never run.
 # Everything big lives outside the repository so that repeated runs (and CI on
 # the same machine) reuse it: Spack clones, the virtualenv, the install tree.
+# Under sudo (`sudo make cluster`: the virtual cluster needs root), the cache
+# is the invoking user's where they have one, as for their other targets: sudo
+# gives root's HOME, whose cache has none of the mirror, Spack clone and venv
+# `make stack` filled.
+if [ -z "${ONESTACK_CACHE:-}" ] && [ -n "${SUDO_USER:-}" ] && [ "$(id -u)" = 0 ]; then
+  sudo_cache=$(getent passwd "$SUDO_USER" | cut -d: -f6)/.cache/onestack
+  if [ -d "$sudo_cache" ]; then ONESTACK_CACHE=$sudo_cache; fi
+fi
 : "${ONESTACK_CACHE:=${XDG_CACHE_HOME:-$HOME/.cache}/onestack}"   # clones, venv, mirror, source cache
 # ONESTACK_PREFIX (install tree, module releases, images) is the selected
 # site's `prefix` (sites/<site>/site.yaml) unless set here, e.g. by tests.

@@ -199,16 +199,16 @@ def cmd_check(args) -> None:
         no_own_level = dispatch.without_own_level(publish.current_release(), flavor)
         for case in problems.load(flavor.app.module):
             with tempfile.TemporaryDirectory() as tmp:
-                checks = problems.run(
+                outcome = problems.execute(
                     problems.of_flavor(flavor, case),
                     problems.How(modules=(flavor.module_name,), no_own_level=no_own_level),
                     Path(tmp),
                     publish.init_script(),
                 )
-            print(f"{flavor.module_name} {case}:\n" + "\n".join(f"  {c}" for c in checks))
-            # As the test suite does: the flavor table's tests column reads it.
-            status.record_result(flavor.module_name, case, all(c.passed for c in checks), [str(c) for c in checks])
-            if not all(c.passed for c in checks):
+                # As the test suite does: the flavor table's tests column reads it.
+                failure, checks = status.record_result(flavor.module_name, case, outcome)
+            print(f"{flavor.module_name} {case}:\n" + "\n".join(f"  {c}" for c in checks or [failure]))
+            if failure or not all(c.passed for c in checks):
                 failed.append(f"{flavor.module_name} {case}")
     if failed:
         raise problems.ProblemError(f"failed: {', '.join(failed)}")

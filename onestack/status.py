@@ -5,9 +5,10 @@ and if not, why. Nothing is left out: a cell that cannot be built here says so."
 import fcntl
 import json
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from onestack import files, paths, problems, spack, stack
+from onestack.problems import check
 from onestack.stack import cover, site
 from onestack.stack.flavors import Flavor, package_name
 
@@ -17,10 +18,24 @@ def results_dir() -> Path:
     return paths.prefix() / "results"
 
 
-def record_result(module: str, case: str, passed: bool, checks: List[str]) -> None:
+def record_result(module: str, case: str, outcome: problems.Outcome) -> Tuple[str, list]:
+    """A run's verdict for the flavor table's tests column, recorded whatever
+    it was (a failed run too: an earlier pass must not stay): failed, not
+    checked (none of its checks could be made, each says why) or passed.
+    Returns the run's failure ("" if none) and its checks."""
+    failure = outcome.failure()
+    checks = [] if failure else outcome.checks()
+    if failure or not all(c.passed for c in checks):
+        verdict = "failed"
+    elif all(isinstance(c, check.Unchecked) for c in checks):
+        verdict = "not checked"
+    else:
+        verdict = "passed"
     out = results_dir() / module / f"{case}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"passed": passed, "checks": checks}, indent=1))
+    said = [failure[:300]] if failure else [str(c) for c in checks]
+    out.write_text(json.dumps({"verdict": verdict, "checks": said}, indent=1))
+    return failure, checks
 
 
 def declared_compilers(every: List[Flavor]) -> Dict[str, dict]:
@@ -108,15 +123,18 @@ def _with_install_state(cells: Dict[str, dict]) -> Dict[str, dict]:
 
 
 def _tests(module: str) -> str:
-    """Outcomes of the application's current test problems (a renamed case's old result does not count)."""
+    """Outcomes of the application's current test problems, the latest run
+    of each (a renamed case's old result does not count, nor a record
+    without a verdict, written by an older onestack)."""
     cases = problems.load(module.split("/")[0])
-    outcomes = [
-        json.loads(f.read_text())["passed"] for f in sorted((results_dir() / module).glob("*.json")) if f.stem in cases
-    ]
-    if not outcomes:
+    records = [json.loads(f.read_text()) for f in sorted((results_dir() / module).glob("*.json")) if f.stem in cases]
+    verdicts = [r["verdict"] for r in records if "verdict" in r]
+    if not verdicts:
         return "not run"
-    passed = sum(outcomes)
-    return f"{passed}/{len(outcomes)} passed" if passed == len(outcomes) else f"{passed}/{len(outcomes)} FAILED"
+    said = f"{verdicts.count('passed')}/{len(verdicts)} passed"
+    if verdicts.count("not checked"):
+        said += f", {verdicts.count('not checked')} not checked"
+    return said if "failed" not in verdicts else f"{said}, {verdicts.count('failed')} FAILED"
 
 
 def rows(every: List[Flavor]) -> List[dict]:

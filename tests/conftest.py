@@ -1,6 +1,7 @@
 """Fixtures shared by the tests: the live module tree that `make stack`
 published (the tests check what users get, through `module load`)."""
 
+import functools
 import os
 import re
 import subprocess
@@ -10,6 +11,7 @@ import pytest
 
 from onestack import paths, problems, stack
 from onestack.modules import dispatch, publish
+from onestack.problems import check
 from onestack.stack import site
 
 REPO = paths.REPO
@@ -18,12 +20,51 @@ os.environ["ONESTACK_PREFIX"] = str(site.prefix())
 
 
 IMAGE_TESTS = Path(__file__).resolve().parent / "images"
+# Every check a passing run could not make, with why: pytest shows a passing
+# test's output to nobody, so the run lists them at its end.
+UNCHECKED = []
 
 
 def pytest_collection_modifyitems(items):
     """The image tests last: `make test` builds Apptainer beside the tests
     before them (tests/run.sh), in the time those leave a core idle."""
     items.sort(key=lambda item: IMAGE_TESTS in Path(item.fspath).parents)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if UNCHECKED:
+        terminalreporter.section(f"checks not made ({len(UNCHECKED)}), each with why")
+        for line in UNCHECKED:
+            terminalreporter.write_line(line)
+
+
+def assert_checks(what: str, checks: list) -> None:
+    """Every check of a run passed (the message names what ran: a flavor,
+    its case, its runtime); the ones it could not make are listed at the
+    run's end."""
+    assert all(c.passed for c in checks), f"{what}: " + "; ".join(map(str, checks))
+    UNCHECKED.extend(f"{what}: {c}" for c in checks if isinstance(c, check.Unchecked))
+
+
+def require_checked(what: str, checks: list) -> None:
+    """A run that was only to be checked against its reference, and none of
+    whose checks could be made, is a skip saying why: it proved nothing."""
+    if checks and all(isinstance(c, check.Unchecked) for c in checks):
+        pytest.skip(f"{what}: ran, nothing checked: " + "; ".join(map(str, checks)))
+
+
+@functools.lru_cache(maxsize=None)
+def why_no_cluster() -> str:
+    """Why this machine cannot run the virtual cluster, "" where it can."""
+    if os.geteuid() != 0:
+        return (
+            f"the virtual cluster needs root (network namespaces, a bridge, bind mounts); running as uid {os.geteuid()}"
+        )
+    # Root in a container may still lack the capabilities (CAP_SYS_ADMIN, CAP_NET_ADMIN).
+    probe = subprocess.run(["unshare", "--net", "--uts", "--mount", "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"root here cannot make namespaces (`unshare --net --uts --mount` said: {probe.stderr.strip()})"
+    return ""
 
 
 def run_flavors(app: str = None) -> list:

@@ -5,7 +5,7 @@ load` as users do, checked against the same published reference as its
 plain runs (tests/test_problems.py). One test per flavor, style and case."""
 
 import pytest
-from conftest import flavor_how, require_published, run_flavors
+from conftest import assert_checks, flavor_how, require_checked, require_published, run_flavors
 
 from onestack import problems, stack
 
@@ -25,9 +25,10 @@ def test_accelerated_styles_match_the_reference(
     flavor = stack.load().flavor(module)
     problem = problems.of_flavor(flavor, case, style)
     checks = problems.run(problem, flavor_how(module, live_release), tmp_path, init_script)
-    report = "; ".join(map(str, checks))
-    print(f"{module} {flavor.accelerators[style]} {case}: {report}")
-    assert all(c.passed for c in checks), f"{module} {flavor.accelerators[style]} {case}: {report}"
+    what = f"{module} {flavor.accelerators[style]} {case}"
+    print(f"{what}: " + "; ".join(map(str, checks)))
+    assert_checks(what, checks)
+    require_checked(what, checks)
 
 
 INTEL = [f.module_name for f in run_flavors("lmp") if "intel" in f.accelerators]

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from archspec import cpu as archspec
-from conftest import built_levels, require_published, run_flavors
+from conftest import assert_checks, built_levels, require_published, run_flavors
 
 from onestack import host, problems, spack, stack
 from onestack.modules import dispatch
@@ -192,7 +192,7 @@ def test_every_flavor_runs_its_level_on_every_cpu_generation(
     )
     assert ran.exit == 0, f"{module}'s {level} build on {cpu['qemu']}: exit {ran.exit}\n{ran.printed[-2000:]}"
     checks = ran.checks()
-    assert all(c.passed for c in checks), f"{module} on {cpu['qemu']}: " + "; ".join(map(str, checks))
+    assert_checks(f"{module}'s {level} build on {cpu['qemu']}", checks)
     if flavor.app.math_uses[0] != "blas":
         # LAMMPS, GROMACS: their math is the FFT (GROMACS's BLAS serves its
         # analysis tools only), whose codelets are picked silently.
@@ -239,10 +239,8 @@ def test_each_level_build_this_host_can_run_passes_its_problem_natively(
     below = "" if level == own else not_own
     how = problems.How(modules=(module,), path=(builds[level],), no_own_level=below)
     ran = problems.execute(problem, how, tmp_path, init_script)
-    checks = ran.checks()
-    assert ran.exit == 0 and all(c.passed for c in checks), (
-        f"{module}'s {level} build on this host: exit {ran.exit}\n" + "\n".join(map(str, checks)) + ran.printed[-2000:]
-    )
+    assert ran.exit == 0, f"{module}'s {level} build on this host: exit {ran.exit}\n{ran.printed[-2000:]}"
+    assert_checks(f"{module}'s {level} build on this host", ran.checks())
     print(f"{module} {level}: built and run here ({host.describe()}); {problem.case} passed")
 
 
@@ -335,9 +333,8 @@ def test_a_native_twin_dies_where_its_fat_flavor_runs(
             tmp_path / fat / g["qemu"],
             init_script,
         )
-        assert ran.exit == 0 and all(c.passed for c in ran.checks()), (
-            f"{fat} on {g['qemu']}: exit {ran.exit}\n{ran.printed[-2000:]}"
-        )
+        assert ran.exit == 0, f"{fat} on {g['qemu']}: exit {ran.exit}\n{ran.printed[-2000:]}"
+        assert_checks(f"{fat}'s {level} build on {g['qemu']}", ran.checks())
         died = problems.execute(
             problem,
             problems.How(modules=(fat,), path=(f"{root['prefix']}/bin",), emulate=g["qemu"]),

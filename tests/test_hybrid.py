@@ -7,7 +7,7 @@ each rank ran. The threads come from what the user set before `module load`
 (tests/cluster/test_flavors_across_nodes.py)."""
 
 import pytest
-from conftest import flavor_how, require_published, run_flavors
+from conftest import assert_checks, flavor_how, require_published, run_flavors
 
 from onestack import problems, stack
 from onestack.problems import check
@@ -32,7 +32,7 @@ def test_hybrid_flavor_solves_its_problems_with_ranks_or_threads(
     outcome = problems.execute(problem, how, tmp_path, init_script)
     assert not outcome.failure(), f"{module} {case} {layout}: {outcome.failure()}"
     checks = outcome.checks()
-    assert all(c.passed for c in checks), f"{module} {case} {layout}: " + "; ".join(map(str, checks))
+    assert_checks(f"{module} {case} {layout}", checks)
     ran = check.values(problem["threads_pattern"], outcome.output)
     assert ran and set(ran) == {threads}, f"{module} {case}: {ran or 'no reported'} threads a rank, not {threads}"
     print(f"{module} {case} {ranks} rank(s) x {threads} thread(s): " + "; ".join(map(str, checks)))

@@ -36,7 +36,7 @@ def test_missing_source_is_a_clear_error_and_publishes_nothing(tmp_path, live_re
     assert publish.current_release() == live_release
 
 
-def test_online_an_archive_no_build_downloads_is_fetched_by_spack(tmp_path, monkeypatch):
+def test_without_a_clone_an_archive_no_build_downloads_is_fetched_by_spack_from_its_mirrors(tmp_path, monkeypatch):
     """Online, with no clone to give it, the MPI benchmarks' source (which no
     flavor's build downloads) is fetched by Spack into an empty mirror through
     the mirrors Spack is configured with (here the site's, which holds it),

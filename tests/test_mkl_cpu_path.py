@@ -58,9 +58,10 @@ def test_an_mkl_flavor_runs_mkls_path_for_the_cpus_instruction_sets(mkl, tmp_pat
     without = _mkl_path(mkl, tmp_path / "without", init_script, unset=("LD_PRELOAD",))
     print(f"{mkl} on a {cpu['vendor']} CPU: with the library: {with_library}; without: {without}")
     if cpu["avx2"]:
-        assert "Advanced Vector Extensions" in with_library, with_library
-    if cpu["vendor"] != "GenuineIntel":
-        assert without == "Intel(R) Architecture processors", f"MKL gave this {cpu['vendor']} CPU: {without}"
+        assert "Advanced Vector Extensions" in with_library, f"{mkl}: {with_library}"
+    if cpu["vendor"] == "GenuineIntel":
+        pytest.skip(f"{mkl}: on an Intel CPU MKL picks its path without the library: its effect is not shown here")
+    assert without == "Intel(R) Architecture processors", f"{mkl}: MKL gave this {cpu['vendor']} CPU: {without}"
 
 
 # MKL's own answer (mkl_serv_get_cache_size: 1 is the first data cache's

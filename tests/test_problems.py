@@ -4,7 +4,7 @@ checked quantity must match the published reference within tolerance.
 One test per flavor and case: each fails by its name."""
 
 import pytest
-from conftest import flavor_how, require_published, run_flavors
+from conftest import assert_checks, flavor_how, require_checked, require_published, run_flavors
 
 from onestack import problems, stack, status
 
@@ -15,8 +15,8 @@ CASES = [(f.module_name, case) for f in run_flavors() for case in sorted(problem
 def test_problem_matches_reference(module, case, init_script, live_release, published_flavors, tmp_path):
     require_published(module, published_flavors)
     problem = problems.of_flavor(stack.load().flavor(module), case)
-    checks = problems.run(problem, flavor_how(module, live_release), tmp_path, init_script)
-    report = "\n".join(str(c) for c in checks)
-    print(f"{module} {case}:\n{report}")
-    status.record_result(module, case, all(c.passed for c in checks), [str(c) for c in checks])
-    assert all(c.passed for c in checks), report
+    outcome = problems.execute(problem, flavor_how(module, live_release), tmp_path, init_script)
+    failure, checks = status.record_result(module, case, outcome)  # the flavor table's tests column
+    assert not failure, f"{module} {case}: {failure}"
+    assert_checks(f"{module} {case}", checks)
+    require_checked(f"{module} {case}", checks)

@@ -345,10 +345,8 @@ def run_once(init: Path, run: dict, problem: Problem, rundir: Path):
     if run.get("one_rank"):  # the threads the ranks had, set before the module loads
         how = dataclasses.replace(how, preset=(*how.preset, ("OMP_NUM_THREADS", str(problem["ranks"]))))
     outcome = problems.execute(as_run(problem, run), how, rundir, init)
-    failure = outcome.failure()
-    checks = [] if failure else outcome.checks()
+    failure, checks = status.record_result(run["name"], problem.case, outcome)
     failed = failure[:300] or "; ".join(str(c) for c in checks if not c.passed)
-    status.record_result(run["name"], problem.case, not failed, [failure[:300]] if failure else list(map(str, checks)))
     return outcome, failed or None
 
 

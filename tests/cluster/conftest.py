@@ -3,10 +3,10 @@ always taken down after it (also when a test fails); a cluster of the same
 name left over by a killed run is taken down before."""
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import why_no_cluster
 
 from onestack import cluster
 
@@ -17,14 +17,8 @@ CONFIG_FILE = Path(__file__).with_name("cluster.yaml")
 def cluster_config() -> cluster.Config:
     """tests/cluster/cluster.yaml, or the file ONESTACK_TEST_CLUSTER names
     (test_cleanup.py runs a pytest of its own on another cluster)."""
-    if os.geteuid() != 0:
-        pytest.skip(
-            f"the virtual cluster needs root (network namespaces, a bridge, bind mounts); running as uid {os.geteuid()}"
-        )
-    # Root in a container may still lack the capabilities (CAP_SYS_ADMIN, CAP_NET_ADMIN).
-    probe = subprocess.run(["unshare", "--net", "--uts", "--mount", "true"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        pytest.skip(f"root here cannot make namespaces (`unshare --net --uts --mount` said: {probe.stderr.strip()})")
+    if why_no_cluster():
+        pytest.skip(why_no_cluster())
     return cluster.config.load(Path(os.environ.get("ONESTACK_TEST_CLUSTER", CONFIG_FILE)))
 
 

@@ -10,9 +10,12 @@ and bytes that really crossed the nodes' interfaces. The MPICH ABI swap
 (mpi-runtime/impi) across nodes too, and one build for the MPI-5 standard ABI on
 every MPI that serves it."""
 
+import warnings
+
 import pytest
 from conftest import (
     abi_runtimes,
+    assert_checks,
     flavor_how,
     published_of,
     require_published,
@@ -110,20 +113,20 @@ def _run(cluster, problem, how, workdir, init_script, threads=1):
         submit=cluster.submitter(nodes=2, ranks=problem["ranks"], minutes=RUN_MINUTES, cpus_per_task=threads),
     )
     crossed = _crossed(before, cluster.counters())
+    what = f"{' '.join(how.modules)} {problem.name} ({how.launcher[0]})"
     checks = outcome.checks()
     hung = _finalize_hang(outcome, checks)
-    assert hung or not outcome.failure(), outcome.failure()
+    assert hung or not outcome.failure(), f"{what}: {outcome.failure()}"
     if hung:
+        # Tolerated, and said in the run's warnings summary, not only in a passing test's output.
+        warnings.warn(f"{what}: {mpis.FINALIZE_HANG}", stacklevel=2)
         why = "the time limit ended the hung run before the problem's `after` steps"
         checks = [check.Unchecked(c.name, why) if _unreached(c) else c for c in checks]
     hosts = check.hosts(outcome.printed)
-    print(
-        f"{' '.join(how.modules)} {problem.name} ({how.launcher[0]}): hosts {hosts}, {crossed / 1e6:.1f} MB "
-        f"crossed; " + "; ".join(map(str, checks)) + (f"; {mpis.FINALIZE_HANG}" if hung else "")
-    )
-    assert all(c.passed for c in checks), "\n".join(map(str, checks))
-    assert len(hosts) == 2, f"the ranks ran on {hosts}, not on 2 hosts"
-    assert crossed > MIN_CROSSING_BYTES, f"only {crossed} bytes crossed the network"
+    print(f"{what}: hosts {hosts}, {crossed / 1e6:.1f} MB crossed; " + "; ".join(map(str, checks)))
+    assert_checks(what, checks)
+    assert len(hosts) == 2, f"{what}: the ranks ran on {hosts}, not on 2 hosts"
+    assert crossed > MIN_CROSSING_BYTES, f"{what}: only {crossed} bytes crossed the network"
     return outcome
 
 
@@ -213,8 +216,9 @@ def test_one_standard_abi_executable_across_two_nodes(
     require_published(module, publish.release_manifest(live_release)["flavors"])
     flavor = stack.load().flavor(module)
     served = next((r for r in abi_runtimes("mpi5") if r.name == runtime), None)
-    if served and runtime_published(served, live_release):
-        pytest.skip(runtime_published(served, live_release))
+    not_here = served and runtime_published(served, live_release)
+    if not_here:
+        pytest.skip(f"{module} on {served.module_name} ({launcher}): not run here: {not_here}")
     spec = served.spec if served else stack.load().components["mpis"][flavor.mpi]["spec"]
     how = problems.How(
         modules=(module, *([served.module_name] if served else [])),

@@ -2,6 +2,7 @@
 in a batch job, and by each MPI's own mpirun inside an allocation. Each rank
 names its host, and the bytes it exchanged crossed the nodes' interfaces."""
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -51,7 +52,8 @@ def run_across_nodes(cluster, script_text: str, mpi, exe: Path, folder: Path):
 
 def check_two_hosts_and_bytes(cluster, mpi, job, before, after) -> dict:
     if mpi.name == "mpich" and job.state == "TIMEOUT" and pingpong.complete(job.output):
-        print(f"job {job.id}: {mpis.FINALIZE_HANG}")  # a known defect of the MPI, not of the cluster
+        # A known defect of the MPI, not of the cluster: tolerated, and said in the run's warnings summary.
+        warnings.warn(f"{mpi.name} job {job.id}: {mpis.FINALIZE_HANG}", stacklevel=2)
     else:
         assert job.state == "COMPLETED", job.output
     found = pingpong.parse(job.output)

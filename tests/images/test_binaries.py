@@ -18,6 +18,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import assert_checks
 
 from onestack import paths, problems, spack, stack
 from onestack.images.push import buildcache_url
@@ -82,7 +83,7 @@ def test_second_prefix_installs_from_the_registry_and_runs_it(pushed, reg, workd
     assert str(paths.prefix() / "software") not in linked, f"{program.name} still links the first prefix:\n{linked}"
     problem = problems.load(flavor.app.module)[problems.across_nodes_problem(flavor.app.module).case]
     checks = problems.run(problem, problems.How(path=(str(mpi_bin), str(app_bin))), tmp_path)
-    assert all(c.passed for c in checks), "\n".join(map(str, checks))
+    assert_checks(f"{FLAVOR} from the second prefix", checks)
     _print_benchmark(seconds, pushed["root"]["hash"], flavor.app.package)
 
 

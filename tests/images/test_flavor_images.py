@@ -15,7 +15,7 @@ import re
 import subprocess
 
 import pytest
-from conftest import REPO, onestack, run_as
+from conftest import REPO, assert_checks, onestack, run_as
 
 from onestack import problems, stack
 from onestack.images import apptainer
@@ -108,7 +108,7 @@ def _intel_mpi_binds(init_script) -> tuple:
 
 def test_the_problem_runs_with_the_images_own_mpi(runner, built, init_script, tmp_path):
     checks = problems.run(problem(), _runner_how(runner, built[FLAVOR], inside=True), tmp_path, init_script)
-    assert all(c.passed for c in checks), "\n".join(map(str, checks))
+    assert_checks(f"{FLAVOR}'s image on its own MPI", checks)
 
 
 def test_host_intel_mpi_starts_one_container_per_rank(runner, built, init_script, tmp_path):
@@ -122,7 +122,7 @@ def test_host_intel_mpi_starts_one_container_per_rank(runner, built, init_script
         options=_intel_mpi_binds(init_script),
     )
     checks = problems.run(problem(), how, tmp_path, init_script)
-    assert all(c.passed for c in checks), "\n".join(map(str, checks))
+    assert_checks(f"{FLAVOR}'s image on the host's Intel MPI", checks)
     assert "Intel(R) MPI Library, Version 2021.18.1" in (tmp_path / "output.txt").read_text()
 
 
@@ -187,8 +187,8 @@ def test_a_desktop_user_pulls_verifies_tests_and_runs_it(built, reg, desktop, in
         outcome = problems.execute(
             case, how, _desktop_folder(desktop, name.replace(" ", "-")), init_script, submit=as_desktop
         )
-        assert not outcome.failure(), f"{name}: {outcome.failure()}"
-        assert all(c.passed for c in outcome.checks()), "\n".join(map(str, outcome.checks()))
+        assert not outcome.failure(), f"{FLAVOR}'s image, {name}: {outcome.failure()}"
+        assert_checks(f"{FLAVOR}'s image, {name}", outcome.checks())
 
 
 def _desktop_folder(desktop, name: str):

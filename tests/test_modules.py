@@ -210,3 +210,26 @@ def test_loading_a_second_flavor_replaces_the_first(init_script, published_flavo
     listed, expected = (sorted(p.stdout.split("==loaded==")[1].split()) for p in (swapped, alone))
     assert listed == expected, f"{first.module_name} then {second.module_name}: {listed}, alone: {expected}"
     assert not any(line.startswith(first.module_name + "/") for line in listed), listed
+
+
+def test_unloading_a_flavor_gives_back_the_settings_it_replaced(init_script, published_flavors):
+    """Two flavors of two applications on one MPI, then the second unloaded:
+    the first's settings (binding, threads, Slurm's PMI) are what loading it
+    alone set, not unset (Lmod's setenv unsets on unload; the modules
+    pushenv). The user's own OMP_NUM_THREADS comes back after a purge."""
+    flavors = [stack.load().flavor(m) for m in published_flavors]
+    pair = next(((a, b) for a in flavors for b in flavors if a.app != b.app and a.mpi == b.mpi), None)
+    assert pair, f"needs published flavors of two applications on one MPI, has {published_flavors}"
+    first, second = pair
+    names = sorted({s.name for s in first.env})
+    show = "echo ==set==\n" + "\n".join(f'echo "{n}=${{{n}-unset}}"' for n in names)
+    alone = lmod.clean_shell(init_script, f"export OMP_NUM_THREADS=3\nmodule load {first.module_name}\n{show}")
+    after = lmod.clean_shell(
+        init_script,
+        f"export OMP_NUM_THREADS=3\nmodule load {first.module_name} {second.module_name}\n"
+        f"module unload {second.module_name}\n{show}\nmodule purge\necho OMP_NUM_THREADS=$OMP_NUM_THREADS",
+    )
+    assert alone.returncode == 0 and after.returncode == 0, alone.stderr + after.stderr
+    expected, left = (p.stdout.split("==set==")[1].split() for p in (alone, after))
+    assert left[: len(expected)] == expected, f"{first.module_name} after {second.module_name} unloaded: {left}"
+    assert left[-1] == "OMP_NUM_THREADS=3", f"after module purge: {left[-1]}"

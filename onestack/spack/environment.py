@@ -82,9 +82,11 @@ def _hidden(selected: List[Flavor], preloads: List[str], components: dict) -> Li
 
 
 def _mpi_templates(components: dict) -> Dict[str, dict]:
-    """Each MPI's module from onestack's template, which refuses to load it
-    over a flavor of another MPI (modulefiles/spack-templates/onestack/mpi.lua)."""
-    return {package_name(mpi["spec"]): {"template": MPI_TEMPLATE} for mpi in components["mpis"].values()}
+    """Each MPI's and translator's module from onestack's template, which
+    refuses to load it over a flavor of another MPI: its mpirun would replace
+    the flavor's (modulefiles/spack-templates/onestack/mpi.lua)."""
+    mpis = [*components["mpis"].values(), *components["translators"].values()]
+    return {package_name(mpi["spec"]): {"template": MPI_TEMPLATE} for mpi in mpis}
 
 
 def render(selected: List[Flavor], state: Optional[Path] = None, ci: bool = False) -> Path:

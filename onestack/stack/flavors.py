@@ -888,9 +888,11 @@ def _runtimes(components: dict, site: Site) -> Tuple[Runtime, ...]:
             ci_build=mpi["ci_build"],
         )
         for name, mpi in components["mpis"].items()
-        if mpi["runtime"]
+        if mpi["runtime"] and not site.why_unavailable("mpis", name)
     ]
-    return (*own, *(_translator(name, t, components, site) for name, t in components["translators"].items()))
+    # A site without an MPI has neither its runtime nor a translator onto it.
+    translators = {n: t for n, t in components["translators"].items() if not site.why_unavailable("mpis", t["to"])}
+    return (*own, *(_translator(name, t, components, site) for name, t in translators.items()))
 
 
 def _translator(name: str, translator: dict, components: dict, site: Site) -> Runtime:

@@ -194,7 +194,6 @@ class LuaModule:
         for name in (
             "whatis",
             "help",
-            "setenv",
             "pushenv",
             "family",
             "depends_on",
@@ -202,10 +201,12 @@ class LuaModule:
             "module_version",
             "hide_version",
             "LmodError",
+            "LmodMessage",
         ):
             lua.globals()[name] = record(name)
         lua.globals()["mode"] = lambda: "load"
         lua.globals()["myModuleUsrName"] = lambda: asked or self.values("whatis")[0][0].removeprefix("Name: ")
+        lua.globals()["myModuleFullName"] = lua.globals()["myModuleUsrName"]
         lua.globals()["capture"] = lambda command: self.calls.append(("capture", command)) or ("", True)
         lua.execute(text)
 
@@ -279,10 +280,21 @@ def _flavor_module(flavor, text: str, tmp_path: Path) -> str:
     )
 
 
+@pytest.mark.parametrize("forced, said", [("x86-64-v4", True), ("x86_64_v3", True), ("x86-64-v3", False), ("", False)])
+def test_a_forced_level_the_flavor_has_no_build_of_is_said_at_load(forced, said, tmp_path, monkeypatch):
+    """ONESTACK_CPU_LEVEL naming a level the flavor lacks would stop each of
+    its programs (the dispatcher exits 125): `module load` says so, with the
+    fix, as a message (a warning would make `module load` exit 1)."""
+    monkeypatch.setenv("ONESTACK_CPU_LEVEL", forced)
+    module = LuaModule(_flavor_module(stack.load().flavor("qe/openblas-mpich"), "x", tmp_path))
+    messages = " ".join(m for (m,) in module.values("LmodMessage"))
+    assert ("unset ONESTACK_CPU_LEVEL" in messages and "x86-64-v2 x86-64-v3" in messages) is said, messages
+
+
 @pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))
 def test_flavor_module_keeps_any_text_as_text(text, tmp_path):
     module = LuaModule(_flavor_module(_hostile_flavor(text), text, tmp_path))
-    assert ("ONESTACK_TEST", text) in module.values("setenv")
+    assert ("ONESTACK_TEST", text) in module.values("pushenv")
     assert (f"Description: {text}",) in module.values("whatis")
     assert (f"Math: {text}",) in module.values("whatis")
     [help_text] = module.values("help")
@@ -316,12 +328,12 @@ def test_a_hybrid_flavor_module_sets_threads_placement_and_binding_from_the_job(
     for name, value in job.items():
         monkeypatch.setenv(name, value)
     flavor = stack.load().flavor("lmp/openblas-mpich-omp")
-    set_to = dict(LuaModule(_flavor_module(flavor, "x", tmp_path)).values("setenv"))
+    set_to = dict(LuaModule(_flavor_module(flavor, "x", tmp_path)).values("pushenv"))
     assert set_to["OMP_NUM_THREADS"] == threads and set_to["SRUN_CPUS_PER_TASK"] == threads, set_to
     assert set_to["HYDRA_BINDING"] == f"core:{threads}" and set_to["OPENBLAS_NUM_THREADS"] == threads, set_to
     assert (set_to["OMP_PLACES"], set_to["OMP_PROC_BIND"]) == ("cores", "close"), set_to
     mpi_only = dict(
-        LuaModule(_flavor_module(stack.load().flavor("lmp/openblas-mpich"), "x", tmp_path)).values("setenv")
+        LuaModule(_flavor_module(stack.load().flavor("lmp/openblas-mpich"), "x", tmp_path)).values("pushenv")
     )
     assert (mpi_only["HYDRA_BINDING"], mpi_only["OPENBLAS_NUM_THREADS"]) == (
         "core",
@@ -358,8 +370,8 @@ def test_default_and_runtime_modules_are_lua_literals():
             container_binds=["/x y/lib", "/a'b"],
         )
     )
-    assert ("X", HOSTILE[3]) in module.values("setenv") and ("I_MPI_ROOT", "/a'b") in module.values("setenv")
-    assert ("ONESTACK_MPI_BINDS", "/x y/lib,/a'b") in module.values("setenv")
+    assert ("X", HOSTILE[3]) in module.values("pushenv") and ("I_MPI_ROOT", "/a'b") in module.values("pushenv")
+    assert ("ONESTACK_MPI_BINDS", "/x y/lib,/a'b") in module.values("pushenv")
     assert ("LD_LIBRARY_PATH", "/x y/lib") in module.values("prepend_path")
 
 
@@ -383,8 +395,8 @@ def test_a_translator_module_loads_it_first_in_every_process():
     )
     preloaded = [path for name, path in module.values("prepend_path") if name == "LD_PRELOAD"]
     assert preloaded[::-1] == ["/w i/libwi4mpi.so", "libmpi.so.40"], preloaded
-    assert ("X", HOSTILE[3]) in module.values("setenv") and ("PATH", "/x y/bin") in module.values("prepend_path")
-    assert ("SLURM_MPI_TYPE", "pmix") in module.values("setenv"), "the target MPI's own settings"
+    assert ("X", HOSTILE[3]) in module.values("pushenv") and ("PATH", "/x y/bin") in module.values("prepend_path")
+    assert ("SLURM_MPI_TYPE", "pmix") in module.values("pushenv"), "the target MPI's own settings"
     assert ("mpi_runtime",) in module.values("family") and not module.values("LmodError")
 
 
@@ -680,6 +692,23 @@ def test_make_test_leaves_out_the_runtimes_only_make_stack_builds(tmp_path):
     for ci, expected in ((True, False), (False, True)):
         config = yaml.safe_load(environment.render([flavor], tmp_path, ci=ci).read_text())
         assert any(s.startswith("openmpi-abi@") for s in config["definitions"][1]["runtimes"]) is expected, ci
+
+
+def test_a_site_without_an_mpi_gets_neither_its_runtime_nor_a_translator_onto_it(tmp_path, monkeypatch):
+    """Intel MPI and Open MPI unavailable at a site (site.yaml `unavailable`):
+    no mpi-runtime/impi, no Open MPI 6, no Wi4MPI onto Open MPI among the
+    environment's roots (Spack could build none of them there)."""
+    site = yaml.safe_load((paths.REPO / "sites" / "default" / "site.yaml").read_text())
+    site["unavailable"]["mpis"] = {name: "not at this center" for name in ("impi", "impi-intel", "openmpi", "openmpi6")}
+    site["default_flavors"] = {}
+    (tmp_path / "site.yaml").write_text(yaml.safe_dump(site))
+    runtimes = {r.name for r in stack.load().runtimes}
+    monkeypatch.setenv("ONESTACK_SITE", str(tmp_path))
+    left = {r.name for r in stack.load().runtimes}
+    assert {"impi", "openmpi6", "openmpi-wi4mpi"} <= runtimes and not left & {"impi", "openmpi6", "openmpi-wi4mpi"}
+    config = yaml.safe_load(environment.render(stack.load().select(["hpl/openblas-mpich"]), tmp_path / "s").read_text())
+    roots = " ".join(config["definitions"][1]["runtimes"])
+    assert not any(package in roots for package in ("intel-oneapi-mpi", "openmpi-abi", "wi4mpi")), roots
 
 
 def test_an_admin_list_key_matches_its_own_module_only():

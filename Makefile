@@ -68,7 +68,7 @@ rollback:
 	@$(ONESTACK) rollback
 
 bench-modules:
-	@$(ONESTACK) bench-modules
+	@$(ONESTACK) bench-modules $$FLAVORS
 
 # The flavor benchmark report (HTML + PNG): every published flavor side by side.
 report: stack

@@ -41,8 +41,12 @@ def _selected(args):
 
 
 def cmd_render(args) -> None:
-    out = environment.render(_selected(args))
-    print(f"==> render: {out.relative_to(paths.REPO)}")
+    """Every data file checked (as `make audit` does, without Spack), then
+    the environment as every command of a run renders it: with the ci_build
+    lists under ONESTACK_BUILD_LIST=ci_build (one environment, solved once)."""
+    validate.check_all()
+    out = environment.render(_selected(args), ci=_ci(args))
+    print(f"==> render: {out.relative_to(paths.REPO)}" + (" (the ci_build lists)" if _ci(args) else ""))
 
 
 def cmd_site(args) -> None:

@@ -188,8 +188,16 @@ def _max_length(err: jsonschema.ValidationError) -> str:
 
 
 def _titled(err: jsonschema.ValidationError) -> str | None:
-    title = err.schema.get("title") if isinstance(err.schema, dict) else None
-    return f"{err.message} ({title})" if title else None
+    # The rule in words, as the schema gives them (a pattern alone says little).
+    words = [err.schema.get(k) for k in ("title", "description")] if isinstance(err.schema, dict) else []
+    said = ": ".join(w for w in words if w)
+    return f"{err.message} ({said})" if said else None
+
+
+def _min_length(err: jsonschema.ValidationError) -> str:
+    return f"{err.message}: at least {err.validator_value} characters" + (
+        f" ({err.schema['title']})" if "title" in err.schema else ""
+    )
 
 
 def _not(err: jsonschema.ValidationError) -> str | None:
@@ -206,6 +214,7 @@ _MESSAGES = {
     "dependentRequired": _dependent_required,
     "type": _type,
     "maxLength": _max_length,
+    "minLength": _min_length,
     "pattern": _titled,
     "enum": _titled,
     "not": _not,

@@ -21,7 +21,7 @@ from typing import Dict, Iterator, List, Tuple
 
 import yaml
 
-from onestack import files, paths, render, spack, stack
+from onestack import data, files, paths, render, spack, stack
 from onestack.errors import OnestackError
 from onestack.modules import abi, dispatch, lmod
 from onestack.spack import vendor
@@ -501,10 +501,24 @@ def _keeps_build_lists(live: dict, selected: List[Flavor], roots: Dict[str, dict
     )
 
 
+def _check_same_site(live: dict) -> None:
+    """A prefix is one site's: another site's publish there would replace
+    that site's live tree (a site file copied with its prefix kept).
+    (Releases made before the manifest named its site name none.)"""
+    site = stack.load().site
+    if live.get("site", site.name) != site.name:
+        raise PublishError(
+            f"{current_release()} is the live tree of site '{live['site']}'; a publish of site '{site.name}' "
+            f"would replace it.\n  fix: give site '{site.name}' a prefix of its own (`prefix` in "
+            f"{data.location(site.file)}, or ONESTACK_PREFIX=...)"
+        )
+
+
 def _publish(selected: List[Flavor], force: bool) -> Path:
+    live_manifest = release_manifest(current_release()) if current_link().is_symlink() else {}
+    _check_same_site(live_manifest)
     selected, roots = spack.installed([f for f in selected if f.published])
     fingerprint = _fingerprint(selected, roots)
-    live_manifest = release_manifest(current_release()) if current_link().is_symlink() else {}
     if _keeps_build_lists(live_manifest, selected, roots):
         return current_release()
     live = live_manifest.get("fingerprint")
@@ -530,6 +544,7 @@ def _publish(selected: List[Flavor], force: bool) -> Path:
         "runtimes": runtime_modules,
         "fingerprint": fingerprint,
         "lists": _lists(),
+        "site": stack.load().site.name,
         "shape": _shape(),
         # What each flavor's image must have been built from (make push-images).
         "builds": {f.module_name: spack.build_hashes(f, roots) for f in selected},

@@ -475,9 +475,11 @@ def _check_components(file: Path, components: dict, site: Site) -> None:
         _check_fat_flags(file, name, compiler["fat_flags"])
         if site.why_unavailable("compilers", name) and "site_external" not in compiler:
             raise InputError(
-                f"{data.location(file)}: compilers.{name}: unavailable at site '{site.name}', so it "
-                "needs 'site_external' beside it: where a site that has it has it (Spack 1.x "
-                "concretizes only against an installed or external compiler)"
+                f"{data.location(site.file)}: unavailable.compilers.{name}: the site cannot do without "
+                f"{name}, which {data.location(file)} declares without a site_external (the OS's "
+                f"compiler): take it out of unavailable. (A compiler a site may lack needs "
+                f"compilers.{name}.site_external there, where a site that has it has it: Spack 1.x "
+                "concretizes only against an installed or external compiler.)"
             )
     _check_threads_placeholder(file, components)
     for key, env in [*_env_blocks(components), ("hybrid.env", components["hybrid"]["env"])]:

@@ -67,3 +67,14 @@ def test_an_image_not_built_from_the_live_release_is_not_pushed(live, monkeypatc
     monkeypatch.setattr(push.apptainer, "login", lambda *args: pytest.fail("logged in to push a stale image"))
     with pytest.raises(push.ImageError, match=f"{image.name} not built from the live release's"):
         push.push_all()
+
+
+def test_a_publish_into_another_sites_prefix_is_refused_and_changes_nothing(live):
+    """Two sites given one prefix (a site file copied with its prefix kept):
+    the second's publish would replace the first's live tree; refused,
+    before anything is generated, naming the site file's key."""
+    manifest = json.loads((live / publish.COMPLETE_MARK).read_text())
+    (live / publish.COMPLETE_MARK).write_text(json.dumps({**manifest, "site": "other-center"}))
+    with pytest.raises(publish.PublishError, match=r"(?s)site 'other-center'.*`prefix` in sites/default/site.yaml"):
+        publish.publish(stack.load().select(["hpl/openblas-mpich"]))
+    assert publish.current_release() == live and sorted(publish.releases_dir().iterdir()) == [live]

@@ -44,14 +44,41 @@ def replacing(final: Path) -> Iterator[Path]:
     _drop_stale(final)
     partial = final.with_name(f".{final.name}.partial-{os.getpid()}")
     remove(partial)
+    # A folder cannot be renamed over a non-empty one: the old one is renamed
+    # aside first, never deleted in place (a killed run would leave half of it).
+    aside = final.with_name(f".{final.name}.partial-old-{os.getpid()}")
     try:
         yield partial
-        if final.is_dir() and not final.is_symlink():
-            shutil.rmtree(final)  # a folder cannot be renamed over a non-empty one
-        os.replace(partial, final)
+        moved = final.is_dir() and not final.is_symlink()
+        if moved:
+            os.replace(final, aside)
+        try:
+            os.replace(partial, final)
+        except OSError:
+            if moved:
+                os.replace(aside, final)
+            raise
     finally:
-        if partial.exists() or partial.is_symlink():
-            remove(partial)
+        for left in (partial, aside):
+            if left.exists() or left.is_symlink():
+                remove(left)
+
+
+def git_export(clone: str, commit: str, into: Path, pathspecs: List[str]) -> str:
+    """`git archive` of a commit's pathspecs, extracted into a folder (what
+    the commit holds, never a checkout's files); "" or the error git or tar
+    printed."""
+    into.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.Popen(
+        ["git", "-C", clone, "archive", "--format=tar", commit, "--", *pathspecs],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    untar = subprocess.run(["tar", "-x", "-C", str(into)], stdin=archive.stdout, capture_output=True)
+    archive.stdout.close()
+    error = archive.stderr.read().decode() or untar.stderr.decode()
+    failed = archive.wait() != 0 or untar.returncode != 0
+    return (error.strip()[-800:] or "failed") if failed else ""
 
 
 def write_text(final: Path, text: str, mode: int = 0o644) -> Path:

@@ -31,10 +31,10 @@ def record_result(module: str, case: str, outcome: problems.Outcome) -> Tuple[st
         verdict = "not checked"
     else:
         verdict = "passed"
-    out = results_dir() / module / f"{case}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
     said = [failure[:300]] if failure else [str(c) for c in checks]
-    out.write_text(json.dumps({"verdict": verdict, "checks": said}, indent=1))
+    files.write_text(
+        results_dir() / module / f"{case}.json", json.dumps({"verdict": verdict, "checks": said}, indent=1)
+    )
     return failure, checks
 
 

@@ -352,19 +352,16 @@ def _exported(clone: Path, what: List[str], name: str) -> Path:
     commit under the cache (`git archive`: what the commit holds, without
     the checkout's links into files it lacks, which Apptainer's %files copy
     would follow and fail on)."""
-    commit = subprocess.run(
-        ["git", "-C", str(clone), "rev-parse", "HEAD"], text=True, capture_output=True, check=True
-    ).stdout.strip()
+    head = subprocess.run(["git", "-C", str(clone), "rev-parse", "HEAD"], text=True, capture_output=True)
+    if head.returncode != 0:
+        raise ImageError(f"{clone} is not a git clone ({head.stderr.strip()}): run `make setup` again")
+    commit = head.stdout.strip()
     out = paths.cache() / "images" / f"{name}-{commit[:12]}"
     if not out.is_dir():
         with files.replacing(out) as partial:
-            partial.mkdir()
-            archive = subprocess.Popen(
-                ["git", "-C", str(clone), "archive", "--format=tar", commit, *what], stdout=subprocess.PIPE
-            )
-            subprocess.run(["tar", "-x", "-C", str(partial)], stdin=archive.stdout, check=True)
-            if archive.wait() != 0:
-                raise ImageError(f"git archive of {clone} at {commit} failed")
+            error = files.git_export(str(clone), commit, partial, what)
+            if error:
+                raise ImageError(f"`git archive` of {clone} at {commit} failed: {error}")
     return out
 
 

@@ -247,20 +247,12 @@ def _gitlink(clone: str, commit: str, relative: str, path: str) -> str:
 
 
 def _extract(variable: str, clone: str, commit: str, into: Path, pathspecs: List[str]) -> None:
-    """`git archive` of a commit, extracted into a folder. Quiet unless it
-    fails: git names a blob the clone lacks even when the pathspec leaves its
-    file out (the case `omit` exists for)."""
-    into.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.Popen(
-        ["git", "-C", clone, "archive", "--format=tar", commit, "--", ".", *pathspecs],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    untar = subprocess.run(["tar", "-x", "-C", str(into)], stdin=archive.stdout, capture_output=True)
-    archive.stdout.close()
-    error = archive.stderr.read().decode() or untar.stderr.decode()
-    if archive.wait() != 0 or untar.returncode != 0:
-        raise MirrorError(f"`git archive` of {commit} in ${variable}={clone} failed: {error.strip()[-800:]}")
+    """The commit's tree, less what pathspecs exclude, into a folder. Quiet
+    unless it fails: git names a blob the clone lacks even when the pathspec
+    leaves its file out (the case `omit` exists for)."""
+    error = files.git_export(clone, commit, into, [".", *pathspecs])
+    if error:
+        raise MirrorError(f"`git archive` of {commit} in ${variable}={clone} failed: {error}")
 
 
 def _admit(source: dict, how: dict) -> None:
@@ -302,7 +294,7 @@ def fill(require_all: bool = False, rebuild: bool = False, extra: Sequence[dict]
                 _commit_archive(source, how["git_archive"])
             else:
                 _admit(source, how)
-        except MirrorError as err:
+        except (MirrorError, subprocess.CalledProcessError, OSError) as err:  # one source's failure, named
             failed.append(f"{source['spec']} {source['kind']}: {err}")
             missing.append(source)
     for message in failed:

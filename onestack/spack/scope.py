@@ -42,7 +42,9 @@ def detect_externals() -> None:
         return
     spack.site_scope().mkdir(parents=True, exist_ok=True)
     # From scratch: `spack external find` adds to what is there, and an entry
-    # detected by an older recipe would stay beside the new ones.
+    # detected by an older recipe would stay beside the new ones. The stamp
+    # goes first: a run stopped half-way must not pass for a complete one.
+    stamp.unlink(missing_ok=True)
     (spack.site_scope() / "packages.yaml").unlink(missing_ok=True)
     spack.run("external", "find", "--scope", _scope_name(), *packages, quiet=True, env=_os_programs_only())
     # Spack gives each package 60 s and skips a slower one without a word

@@ -500,17 +500,30 @@ def _check_definition_text(file: Path, key: str, text: str) -> None:
         ) from None
 
 
+# A compiler flag, filled in: it lands in Spack's spec, the modules' help and
+# the images' labels, so only what a flag needs (a brace would read as an
+# Apptainer build argument there).
+FLAG = re.compile(r"-[A-Za-z0-9_+.,:=/-]*")
+
+
 def _check_fat_flags(file: Path, compiler: str, template: str) -> None:
-    _check_no_quote_inside(file, f"compilers.{compiler}.fat_flags", [template])
+    key = f"compilers.{compiler}.fat_flags"
+    _check_no_quote_inside(file, key, [template])
     try:
-        cpus.fat_flags(template)
+        filled = cpus.fat_flags(template)
     except InputError:
         raise  # environments/cpus.yaml's own, with its file and key
     except (KeyError, IndexError, ValueError) as err:
         raise InputError(
-            f"{data.location(file)}: compilers.{compiler}.fat_flags: cannot fill in {template!r} ({err}); "
+            f"{data.location(file)}: {key}: cannot fill in {template!r} ({err}); "
             "its placeholders are {intel_ax} and {nvhpc_tp}, and a literal brace is written twice"
         ) from None
+    odd = [word for word in filled.split() if not FLAG.fullmatch(word)]
+    if odd:
+        raise InputError(
+            f"{data.location(file)}: {key}: {odd[0]!r} is not a compiler flag (a dash, then letters, "
+            "digits and _ + . , : = / -)"
+        )
 
 
 def _env_blocks(components: dict):

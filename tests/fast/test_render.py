@@ -280,6 +280,17 @@ def _flavor_module(flavor, text: str, tmp_path: Path) -> str:
     )
 
 
+@pytest.mark.parametrize("module, refused", [("qe/openblas-openmpi", True), ("qe/openblas-mpich", False)])
+def test_a_flavor_loaded_after_a_runtime_of_another_abi_is_refused(module, refused, tmp_path, monkeypatch):
+    """`module load mpi-runtime/impi <an Open MPI flavor>`: the runtime's own
+    check ran before the flavor set its ABI; the flavor reads what the
+    loaded runtime serves."""
+    monkeypatch.setenv("ONESTACK_MPI_RUNTIME", "impi")
+    monkeypatch.setenv("ONESTACK_MPI_RUNTIME_SERVES", " mpich mpi5 ")
+    errors = LuaModule(_flavor_module(stack.load().flavor(module), "x", tmp_path)).values("LmodError")
+    assert bool(errors) is refused and (not refused or "mpi-runtime/impi does not serve" in errors[0][0]), errors
+
+
 @pytest.mark.parametrize("forced, said", [("x86-64-v4", True), ("x86_64_v3", True), ("x86-64-v3", False), ("", False)])
 def test_a_forced_level_the_flavor_has_no_build_of_is_said_at_load(forced, said, tmp_path, monkeypatch):
     """ONESTACK_CPU_LEVEL naming a level the flavor lacks would stop each of

@@ -6,8 +6,9 @@ from spack.package import *
 
 
 class Wi4mpi(BuiltinWi4mpi):
-    """Wi4MPI with 3.7.1, the first release with both fixes
-    environments/components.yaml names for its translator."""
+    """Wi4MPI, CEA's translation layer between MPI libraries: it runs a
+    program built with one MPI on another's runtime (onestack offers it as
+    mpi-runtime/openmpi-wi4mpi)."""
 
     # GitHub's archive of tag v3.7.1: the sha256 later builtin recipes declare,
     # and what `git archive` of the tag, gzipped without name or time stamp,

@@ -829,9 +829,20 @@ def _check_module_defaults(site: Site, flavors: List[Flavor]) -> None:
         where = f"the `build` lists of the {module} files of environments/"
         if module in site.default_flavors:
             chosen = site.default_flavors[module]["flavor"]
-            buildable = {f.name for f in flavors if f.app.module == module and f.name in names and not f.unavailable}
+            # ...in a version the site lists: a flavor hidden whole is retired.
+            hidden = set(site.versions.get(module, {}).get("hidden", []))
+            buildable = {
+                f.name
+                for f in flavors
+                if f.app.module == module and f.name in names and not f.unavailable and f.app.version not in hidden
+            }
             check_choice(
-                site.file, f"default_flavors.{module}.flavor", chosen, buildable, "flavor", f"{where}, buildable here"
+                site.file,
+                f"default_flavors.{module}.flavor",
+                chosen,
+                buildable,
+                "flavor",
+                f"{where}, buildable here, in a version not hidden (versions.{module}.hidden)",
             )
             continue
         named = {f.app.file: f.app.default_flavor for f in flavors if f.app.module == module}
@@ -988,7 +999,7 @@ def load_matrix(site: Site) -> Matrix:
     flavors = _mark_default_versions(flavors, site)
     for app in site.default_flavors:
         check_choice(site.file, f"default_flavors.{app}", app, modules, "application", "modules of environments/")
-    _check_module_defaults(site, flavors)
     _check_site_versions(site, flavors)
+    _check_module_defaults(site, flavors)
     _check_build_first(components_file, components, flavors)
     return Matrix(site=site, flavors=tuple(flavors), runtimes=_runtimes(components, site), components=components)

@@ -549,6 +549,13 @@ def _check_site_compilers(file: Path, site, compilers: dict) -> None:
                 f"{data.location(site.file)}: {key}: the site lists the compiler under "
                 f"unavailable.compilers too: delete one of the two"
             )
+        given, wanted = site.compilers[name]["spec"].split()[0], declared[name]["spec"].split()[0]
+        if given != wanted:
+            raise InputError(
+                f"{data.location(site.file)}: {key}.spec: {given} is not the compiler the flavors are built "
+                f"with, {wanted} (compilers.{name}.spec of {data.location(file)}); declare that one here, "
+                f"or leave {name} out of compilers and put it under unavailable.compilers"
+            )
 
 
 def _check_threads_placeholder(file: Path, components: dict) -> None:

@@ -16,13 +16,14 @@ import lupa
 import pytest
 import yaml
 
-from onestack import apt_sources, host, paths, render, spack, stack
+from onestack import apt_sources, data, host, paths, render, spack, stack
 from onestack.images import base
 from onestack.modules import publish
 from onestack.problems import How, Problem, runner
 from onestack.spack import environment, scope, vendor
 from onestack.stack import site
 from onestack.stack.flavors import Preload, Setting
+from tests.fast.test_bad_input import edited_copy
 
 HOSTILE = [
     "say \"hi\" and 'bye'",
@@ -108,20 +109,43 @@ def test_a_site_that_has_intels_compilers_gets_them_declared(tmp_path, monkeypat
     packages = yaml.safe_load((spack.site_scope() / "packages.yaml").read_text())["packages"]
     assert packages["intel-oneapi-compilers-classic"]["externals"][0]["extra_attributes"]["compilers"] == programs
     assert "gcc" in packages and "nvhpc" not in packages, "detected externals kept, an absent compiler not declared"
-    # The site file names another package, then the first again: the one
-    # declared in between is dropped (not one of components.yaml's names).
+    # The stack's compiler becomes another package (components.yaml, and the
+    # site file with it), then the first again: the one declared in between
+    # is dropped (not one of components.yaml's names).
     monkeypatch.setattr(spack, "site_scope", lambda scope=spack.site_scope(): scope)  # the same scope
     for folder, spec in (
         ("renamed", "intel-oneapi-compilers@2025.0.4"),
         ("back", "intel-oneapi-compilers-classic@2021.10.0"),
     ):
+        keys = ("compilers.intel.spec", "compilers.intel.site_external.spec")
+        case = {"file": "environments/components.yaml", "edits": [{"set": key, "value": spec} for key in keys]}
+        monkeypatch.setenv("ONESTACK_DATA_ROOT", str(edited_copy(case, tmp_path / folder)))
         own["compilers"]["intel"]["spec"] = spec
-        (tmp_path / folder).mkdir()
-        (tmp_path / folder / "site.yaml").write_text(yaml.safe_dump(own))
-        monkeypatch.setenv("ONESTACK_SITE", str(tmp_path / folder))
+        (tmp_path / folder / "site").mkdir()
+        (tmp_path / folder / "site" / "site.yaml").write_text(yaml.safe_dump(own))
+        monkeypatch.setenv("ONESTACK_SITE", str(tmp_path / folder / "site"))
         scope.declare_compilers()
         packages = yaml.safe_load((spack.site_scope() / "packages.yaml").read_text())["packages"]
         assert [p for p in packages if p.startswith("intel")] == [spec.partition("@")[0]], packages
+
+
+def test_a_site_compiler_other_than_the_stacks_is_refused(tmp_path, monkeypatch):
+    """A site's Intel compilers of another version than the flavors are
+    built with (%intel-oneapi-compilers-classic@2021.10.0) would pass set-up
+    and fail in Spack's solve: refused with the data, naming both."""
+    own = yaml.safe_load((paths.REPO / "sites" / "example-infiniband" / "site.yaml").read_text())
+    programs = {"c": "/opt/intel/bin/icc", "cxx": "/opt/intel/bin/icpc", "fortran": "/opt/intel/bin/ifort"}
+    own["compilers"] = {
+        "intel": {
+            "spec": "intel-oneapi-compilers-classic@2021.9.0",
+            "prefix": "/opt/intel",
+            "extra_attributes": {"compilers": programs},
+        }
+    }
+    (tmp_path / "site.yaml").write_text(yaml.safe_dump(own))
+    monkeypatch.setenv("ONESTACK_SITE", str(tmp_path))
+    with pytest.raises(data.InputError, match=r"compilers\.intel\.spec: intel-oneapi-compilers-classic@2021\.9\.0 is"):
+        stack.load()
 
 
 def test_spack_config_carries_the_baseline_and_the_sites_permissions(tmp_path, monkeypatch):

@@ -38,11 +38,8 @@ def buildcache_url() -> str:
 
 def _destination_scope() -> Path:
     """Spack's CI pushes to the mirror named buildcache-destination."""
-    folder = out_dir() / "scope"
-    folder.mkdir(parents=True, exist_ok=True)
     mirror = {"url": buildcache_url(), "signed": scope.buildcache_signed(), "source": False}
-    (folder / "mirrors.yaml").write_text(yaml.safe_dump({"mirrors": {"buildcache-destination": mirror}}))
-    return folder
+    return scope.write(out_dir() / "scope", {"mirrors": {"buildcache-destination": mirror}})
 
 
 def validate(*files: Path) -> None:

@@ -19,8 +19,6 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-import yaml
-
 import onestack.problems as problems
 from onestack import data, files, paths, render, spack
 from onestack.images import ImageError, apptainer, base, keys
@@ -369,24 +367,17 @@ def _spack_scope(folder: Path) -> None:
     """The build stage's Spack configuration: install into the image's store
     from the site buildcache, with the stack's recipes (relocation may run
     their hooks)."""
-    folder.mkdir()
-    config_files = {
-        "config": {"config": {"install_tree": {"root": STORE, "padded_length": 0}, "misc_cache": IMAGE_MISC_CACHE}},
-        # One `spack install` of every build of the flavor (one per CPU level):
-        # solved together, the builds of one package conflict.
-        "concretizer": {"concretizer": {"unify": False}},
-        "mirrors": {
-            "mirrors:": {scope.BUILDCACHE_MIRROR: {"url": f"file://{BUILDCACHE}", "signed": False, "source": False}}
+    scope.write(
+        folder,
+        {
+            "config": {"install_tree": {"root": STORE, "padded_length": 0}, "misc_cache": IMAGE_MISC_CACHE},
+            # One `spack install` of every build of the flavor (one per CPU level):
+            # solved together, the builds of one package conflict.
+            "concretizer": {"unify": False},
+            "mirrors:": {scope.BUILDCACHE_MIRROR: {"url": f"file://{BUILDCACHE}", "signed": False, "source": False}},
+            "repos:": scope.recipe_repos(IN_IMAGE["site_repo"], IN_IMAGE["spack_packages"]),
         },
-        "repos": {
-            "repos:": {
-                "onestack": f"{IN_IMAGE['site_repo']}/spack_repo/onestack",
-                "builtin": f"{IN_IMAGE['spack_packages']}/repos/spack_repo/builtin",
-            }
-        },
-    }
-    for name, content in config_files.items():
-        (folder / f"{name}.yaml").write_text(yaml.safe_dump(content))
+    )
 
 
 def _digest(context: Path) -> str:

@@ -32,7 +32,7 @@ from typing import Dict, List
 import yaml
 
 from onestack import paths
-from onestack.spack import SpackError, command
+from onestack.spack import SpackError, command, scope
 
 MIRROR = "onestack-registry"
 # Spack reads the account from these variables (mirrors.yaml access_pair),
@@ -52,30 +52,12 @@ def write_scope(folder: Path, url: str, install_root: Path = None) -> Path:
     """A Spack configuration scope with the registry as its only binary
     mirror; with install_root, an install tree there and the stack's recipes
     (a relocated binary may run its package's hooks)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    files = {
-        "mirrors": {
-            "mirrors:": {
-                MIRROR: {
-                    "url": url,
-                    "signed": False,
-                    "source": False,
-                    "access_pair": {"id_variable": USER_VARIABLE, "secret_variable": PASSWORD_VARIABLE},
-                }
-            }
-        }
-    }
+    access = {"id_variable": USER_VARIABLE, "secret_variable": PASSWORD_VARIABLE}
+    sections = {"mirrors:": {MIRROR: {"url": url, "signed": False, "source": False, "access_pair": access}}}
     if install_root is not None:
-        files["config"] = {"config": {"install_tree": {"root": str(install_root), "padded_length": 0}}}
-        files["repos"] = {
-            "repos:": {
-                "onestack": str(paths.REPO / "packages" / "spack_repo" / "onestack"),
-                "builtin": str(paths.spack_packages() / "repos" / "spack_repo" / "builtin"),
-            }
-        }
-    for name, content in files.items():
-        (folder / f"{name}.yaml").write_text(yaml.safe_dump(content))
-    return folder
+        sections["config"] = {"install_tree": {"root": str(install_root), "padded_length": 0}}
+        sections["repos:"] = scope.recipe_repos(paths.REPO / "packages", paths.spack_packages())
+    return scope.write(folder, sections)
 
 
 def _run(argv: List[str], env: Dict[str, str], cwd: Path) -> None:

@@ -23,6 +23,21 @@ BUILDCACHE_MIRROR = "onestack-buildcache"
 DECLARED = "declared-compilers.yaml"
 
 
+def write(folder: Path, sections: Dict[str, dict]) -> Path:
+    """A Spack configuration scope of its own: one file per section, as
+    {section: content} ("mirrors:", its colon kept: these mirrors only)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for key, content in sections.items():
+        files.write_text(folder / f"{key.rstrip(':')}.yaml", yaml.safe_dump({key: content}))
+    return folder
+
+
+def recipe_repos(site_repo, spack_packages) -> Dict[str, str]:
+    """The `repos:` of a scope that reads the stack's recipes (a relocated
+    binary may run its package's hooks): the site's first, then Spack's."""
+    return {"onestack": f"{site_repo}/spack_repo/onestack", "builtin": f"{spack_packages}/repos/spack_repo/builtin"}
+
+
 def _scope_name() -> str:
     """How Spack names the site scope included by the site's environment."""
     return f"env:{site.state_dir()}:{spack.site_scope()}"

@@ -396,21 +396,23 @@ def test_default_and_runtime_modules_are_lua_literals():
     assert module.values("module_version") == [('qe/a"b', "default")]
     assert module.values("hide_version") == [("qe/a/1]]",)]
     runtime = dataclasses.replace(stack.load().runtimes[0], env=(Setting("X", HOSTILE[3], HOSTILE[1]),))
-    module = LuaModule(
-        render.text(
-            publish.TEMPLATES,
-            "mpi-runtime.lua.j2",
-            runtime=runtime,
-            root={"name": "intel-oneapi-mpi", "version": "2021.18.1"},
-            release="r1",
-            shim_dir=Path("/x y"),
-            vendor_env={"set": [("I_MPI_ROOT", "/a'b")], "prepend": []},
-            container_binds=["/x y/lib", "/a'b"],
-        )
+    text = render.text(
+        publish.TEMPLATES,
+        "mpi-runtime.lua.j2",
+        runtime=runtime,
+        root={"name": "intel-oneapi-mpi", "version": "2021.18.1"},
+        release="r1",
+        shim_dir=Path("/x y"),
+        vendor_env={"set": [("I_MPI_ROOT", "/a'b")], "prepend": []},
+        container_binds=["/x y/lib", "/a'b"],
     )
+    module = LuaModule(text)
     assert ("X", HOSTILE[3]) in module.values("pushenv") and ("I_MPI_ROOT", "/a'b") in module.values("pushenv")
     assert ("ONESTACK_MPI_BINDS", "/x y/lib,/a'b") in module.values("pushenv")
     assert ("LD_LIBRARY_PATH", "/x y/lib") in module.values("prepend_path")
+    assert not module.values("LmodError")
+    # `module load mpi-runtime`, the bare name: refused, naming the runtimes.
+    assert "name the runtime" in LuaModule(text, asked="mpi-runtime").values("LmodError")[0][0]
 
 
 def test_a_translator_module_loads_it_first_in_every_process():

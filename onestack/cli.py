@@ -1,6 +1,7 @@
 """onestack's command line; the Makefile is its front door (see README.md)."""
 
 import argparse
+import grp
 import os
 import shutil
 import statistics
@@ -108,17 +109,33 @@ def _make_prefix_with_sudo(prefix: Path) -> None:
 
 
 def _check_prefix(prefix: Path) -> None:
-    """The prefix must be ours to write (made here when missing), and every
-    user must be able to reach it: a tree under a private home is not."""
+    """The prefix must be ours to write (made here when missing), and the
+    users the site's `permissions` name must be able to reach it: a tree
+    under a private home is not."""
     try:
         prefix.mkdir(parents=True, exist_ok=True)
     except PermissionError:
         _make_prefix_with_sudo(prefix)
     if not os.access(prefix, os.W_OK):
         raise paths.SetupError(f"the prefix {prefix} is not writable by this user: set ONESTACK_PREFIX")
-    closed = [p for p in [prefix, *prefix.parents] if not p.stat().st_mode & 0o001]
+    readers = stack.load().site.permissions
+    closed = [p for p in [prefix, *prefix.parents] if not _searchable(p, readers)]
     if closed:
-        print(f"==> site: warning: {closed[0]} is not searchable by other users: they cannot load these modules")
+        who = f"the group {readers['group']}" if readers["read"] == "group" else "other users"
+        print(f"==> site: warning: {closed[0]} is not searchable by {who}: they cannot load these modules")
+
+
+def _searchable(folder: Path, readers: dict) -> bool:
+    """By every user (read: world), or by the site's group (read: group)."""
+    mode = folder.stat()
+    if mode.st_mode & 0o001:
+        return True
+    if readers["read"] != "group":
+        return False
+    try:
+        return bool(mode.st_mode & 0o010) and grp.getgrgid(mode.st_gid).gr_name == readers["group"]
+    except KeyError:  # a gid without a name here
+        return False
 
 
 def _concretize(args) -> None:

@@ -1,11 +1,12 @@
 """Files and folders appear whole or not at all (onestack/files.py): a step
 that fails half-way leaves the previous one, and no partial, behind."""
 
+import grp
 import os
 
 import pytest
 
-from onestack import files
+from onestack import cli, files
 from onestack.spack import vendor
 
 
@@ -63,3 +64,17 @@ def test_a_vendor_layout_is_switched_in_whole(tmp_path, monkeypatch):
     assert os.readlink(live) == switched and sorted(p.name for p in live.parent.iterdir()) == sorted(
         [live.name, switched]
     )
+
+
+def test_a_prefix_for_a_group_is_searchable_by_that_group_only(tmp_path):
+    """A site that serves its group only (`permissions: {read: group}`) has a
+    prefix other users cannot search: no warning for that; one where the
+    group cannot either."""
+    folder = tmp_path / "prefix"
+    folder.mkdir(mode=0o750)
+    group = grp.getgrgid(folder.stat().st_gid).gr_name
+    assert cli._searchable(folder, {"read": "group", "group": group})
+    assert not cli._searchable(folder, {"read": "world"})
+    assert not cli._searchable(folder, {"read": "group", "group": "no-such-group-here"})
+    folder.chmod(0o700)
+    assert not cli._searchable(folder, {"read": "group", "group": group})

@@ -213,23 +213,58 @@ def test_loading_a_second_flavor_replaces_the_first(init_script, published_flavo
 
 
 def test_unloading_a_flavor_gives_back_the_settings_it_replaced(init_script, published_flavors):
-    """Two flavors of two applications on one MPI, then the second unloaded:
-    the first's settings (binding, threads, Slurm's PMI) are what loading it
-    alone set, not unset (Lmod's setenv unsets on unload; the modules
-    pushenv). The user's own OMP_NUM_THREADS comes back after a purge."""
+    """Two flavors of two applications that make the same settings (one MPI,
+    math library and threading), then the first unloaded: the second's
+    settings (binding, threads, Slurm's PMI) are what loading it alone set,
+    not unset (Lmod's setenv unsets on unload; the modules pushenv). The
+    user's own OPENBLAS/MKL/OMP threads come back after a purge."""
     flavors = [stack.load().flavor(m) for m in published_flavors]
-    pair = next(((a, b) for a in flavors for b in flavors if a.app != b.app and a.mpi == b.mpi), None)
-    assert pair, f"needs published flavors of two applications on one MPI, has {published_flavors}"
-    first, second = pair
-    names = sorted({s.name for s in first.env})
+    same = [(a, b) for a in flavors for b in flavors if a.app != b.app and a.env == b.env]
+    assert same, f"needs published flavors of two applications with the same settings, has {published_flavors}"
+    first, second = same[0]
+    names = sorted({s.name for s in second.env})
     show = "echo ==set==\n" + "\n".join(f'echo "{n}=${{{n}-unset}}"' for n in names)
-    alone = lmod.clean_shell(init_script, f"export OMP_NUM_THREADS=3\nmodule load {first.module_name}\n{show}")
+    mine = "export OMP_NUM_THREADS=3 OPENBLAS_NUM_THREADS=3 MKL_NUM_THREADS=3"
+    alone = lmod.clean_shell(init_script, f"{mine}\nmodule load {second.module_name}\n{show}")
     after = lmod.clean_shell(
         init_script,
-        f"export OMP_NUM_THREADS=3\nmodule load {first.module_name} {second.module_name}\n"
-        f"module unload {second.module_name}\n{show}\nmodule purge\necho OMP_NUM_THREADS=$OMP_NUM_THREADS",
+        f"{mine}\nmodule load {first.module_name} {second.module_name}\nmodule unload {first.module_name}\n{show}"
+        '\nmodule purge\necho "$OMP_NUM_THREADS $OPENBLAS_NUM_THREADS $MKL_NUM_THREADS"',
     )
     assert alone.returncode == 0 and after.returncode == 0, alone.stderr + after.stderr
-    expected, left = (p.stdout.split("==set==")[1].split() for p in (alone, after))
-    assert left[: len(expected)] == expected, f"{first.module_name} after {second.module_name} unloaded: {left}"
-    assert left[-1] == "OMP_NUM_THREADS=3", f"after module purge: {left[-1]}"
+    expected, left = (p.stdout.split("==set==")[1].split("\n")[1:-1] for p in (alone, after))
+    assert left[: len(expected)] == expected, f"{second.module_name} after {first.module_name} unloaded: {left}"
+    assert left[-1] == "3 3 3", f"after module purge: {left[-1]}"
+
+
+def test_a_flavor_that_would_override_anothers_settings_is_refused(init_script, published_flavors):
+    """A hybrid flavor with 2 threads a rank, then a flavor of another
+    application on the same MPI with one thread a rank: refused, naming the
+    setting (a job runs with one value); the first keeps its own."""
+    flavors = [stack.load().flavor(m) for m in published_flavors]
+    pair = next(
+        ((a, b) for a in flavors for b in flavors if a.threads and not b.threads and a.app != b.app and a.mpi == b.mpi),
+        None,
+    )
+    assert pair, f"needs a hybrid flavor and an MPI-only one of another application on one MPI: {published_flavors}"
+    hybrid, other = pair
+    tried = lmod.clean_shell(
+        init_script,
+        f"export OMP_NUM_THREADS=2\nmodule load {hybrid.module_name}\n"
+        f'module load {other.module_name} 2>&1 || echo "==refused=="\n'
+        "echo OMP_NUM_THREADS=$OMP_NUM_THREADS\nmodule -t list 2>&1",
+    )
+    said = " ".join(tried.stdout.split())
+    assert "==refused==" in said and "one job runs with one of them" in said, (hybrid, other, said)
+    assert "OMP_NUM_THREADS=2" in said and other.app.module + "/" not in said.split("==refused==")[1], said
+
+
+def test_a_flavor_after_a_runtime_is_refused_with_the_order_that_works(init_script, published_flavors):
+    """`module load mpi-runtime/impi <flavor>` would leave the flavor's own
+    settings over the runtime's: refused, naming the order; in that order it loads."""
+    module = published_of(published_flavors, "hpl", "mpich")
+    refuse = f'module load mpi-runtime/impi\nmodule load {module} 2>&1 || echo "==refused=="'
+    said = " ".join(lmod.clean_shell(init_script, refuse).stdout.split())
+    assert "==refused==" in said and f"module load {module} mpi-runtime/impi" in said, said
+    works = lmod.clean_shell(init_script, f"module load {module} mpi-runtime/impi")
+    assert works.returncode == 0, works.stderr

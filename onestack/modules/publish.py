@@ -400,7 +400,7 @@ def _init_files(release: Path, selected: List[Flavor]) -> None:
         example=selected[0].module_name,
         lmod_init=lmod.init_dir(),
         modulepath=modulepath,
-        releases=release.parent,
+        modules_root=paths.modules_root(),
         lmodrc=release / "init" / "lmodrc.lua",
         admin_list=_admin_list(release, selected),
     )

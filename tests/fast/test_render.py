@@ -245,7 +245,7 @@ class LuaModule:
         ("qe/default", True),
         ("qe/openblas-impi", True),
         ("qe/openblas-impi/6.7.0", True),
-        ("qe/openblas-impi/default", True),
+        ("qe/openblas-impi/default", False),
         ("qe/openblas-impi/6.7", False),
         ("qe/openblas-impi/7.5.0", False),
         ("qe/typo", False),
@@ -307,15 +307,33 @@ def _flavor_module(flavor, text: str, tmp_path: Path) -> str:
     )
 
 
-@pytest.mark.parametrize("module, refused", [("qe/openblas-openmpi", True), ("qe/openblas-mpich", False)])
-def test_a_flavor_loaded_after_a_runtime_of_another_abi_is_refused(module, refused, tmp_path, monkeypatch):
-    """`module load mpi-runtime/impi <an Open MPI flavor>`: the runtime's own
-    check ran before the flavor set its ABI; the flavor reads what the
-    loaded runtime serves."""
-    monkeypatch.setenv("ONESTACK_MPI_RUNTIME", "impi")
-    monkeypatch.setenv("ONESTACK_MPI_RUNTIME_SERVES", " mpich mpi5 ")
-    errors = LuaModule(_flavor_module(stack.load().flavor(module), "x", tmp_path)).values("LmodError")
-    assert bool(errors) is refused and (not refused or "mpi-runtime/impi does not serve" in errors[0][0]), errors
+@pytest.mark.parametrize(
+    "loaded, refused",
+    [
+        ({"ONESTACK_MPI_RUNTIME": "impi"}, "mpi-runtime/impi is loaded; load the flavor first, then the runtime"),
+        ({"ONESTACK_LOADED_MPI": "wi4mpi/3.7.1"}, "wi4mpi/3.7.1 is loaded, whose mpirun"),
+        ({"ONESTACK_LOADED_MPI": "intel-oneapi-mpi/2021.18.1"}, ""),  # its own MPI (_flavor_module's)
+        ({"ONESTACK_FLAVOR_SETTINGS": " OPENBLAS_NUM_THREADS ", "OPENBLAS_NUM_THREADS": "4"}, "it sets OPENBLAS_NUM"),
+        ({"ONESTACK_FLAVOR_SETTINGS": " OPENBLAS_NUM_THREADS ", "OPENBLAS_NUM_THREADS": "1"}, ""),
+        ({"OPENBLAS_NUM_THREADS": "4"}, ""),  # the user's own, which the flavor replaces
+    ],
+)
+def test_a_flavor_refuses_what_it_would_silently_override(loaded, refused, tmp_path, monkeypatch):
+    """Loaded after a runtime (whose settings it would override), after a
+    bare MPI or translator of another MPI (whose mpirun would start it), or
+    beside a flavor that set one of its settings otherwise: refused, saying
+    what to do."""
+    for name in ("ONESTACK_MPI_RUNTIME", "ONESTACK_LOADED_MPI", "ONESTACK_FLAVOR_SETTINGS", "OPENBLAS_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in loaded.items():
+        monkeypatch.setenv(name, value)
+    module = LuaModule(_flavor_module(stack.load().flavor("qe/openblas-mpich"), "x", tmp_path))
+    errors = [e for (e,) in module.values("LmodError")]
+    assert (refused in errors[0]) if refused else not errors, errors
+    names = " ".join(setting.name for setting in stack.load().flavor("qe/openblas-mpich").env)
+    pushed = dict(module.values("pushenv"))["ONESTACK_FLAVOR_SETTINGS"]
+    before = loaded.get("ONESTACK_FLAVOR_SETTINGS", " ")
+    assert pushed == f"{before}{names} " and "OPENBLAS_NUM_THREADS" in names, pushed
 
 
 @pytest.mark.parametrize("forced, said", [("x86-64-v4", True), ("x86_64_v3", True), ("x86-64-v3", False), ("", False)])

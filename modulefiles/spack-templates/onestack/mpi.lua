@@ -17,4 +17,6 @@ if mode() == "load" then
       .. " MPI (module spider <app>), or an mpi-runtime/* module of its ABI family")
   end
 end
+-- Read by the flavor modules: a flavor of another MPI refuses to load after it.
+pushenv("ONESTACK_LOADED_MPI", myModuleFullName())
 {% endblock %}

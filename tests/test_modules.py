@@ -243,7 +243,12 @@ def test_a_flavor_that_would_override_anothers_settings_is_refused(init_script, 
     setting (a job runs with one value); the first keeps its own."""
     flavors = [stack.load().flavor(m) for m in published_flavors]
     pair = next(
-        ((a, b) for a in flavors for b in flavors if a.threads and not b.threads and a.app != b.app and a.mpi == b.mpi),
+        (
+            (a, b)
+            for a in flavors
+            for b in flavors
+            if (a.threads, b.threads) == ("openmp", "none") and a.app != b.app and a.mpi == b.mpi
+        ),
         None,
     )
     assert pair, f"needs a hybrid flavor and an MPI-only one of another application on one MPI: {published_flavors}"

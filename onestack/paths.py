@@ -53,6 +53,22 @@ def cache() -> Path:
     return _from_env("ONESTACK_CACHE")
 
 
+def give_back_cache() -> None:
+    """Under sudo the cache is the invoking user's (setup/env.sh): what root
+    wrote there (Spack's caches, the cluster's state) is given back to the
+    cache's owner, whose own runs could not write over it."""
+    folder = cache()
+    if os.geteuid() != 0 or not os.environ.get("SUDO_USER") or not folder.is_dir():
+        return
+    owner = folder.stat()
+    if owner.st_uid == 0:
+        return
+    for top, dirs, names in os.walk(folder):
+        for path in [top, *(os.path.join(top, name) for name in dirs + names)]:
+            if os.lstat(path).st_uid == 0:
+                os.lchown(path, owner.st_uid, owner.st_gid)
+
+
 def spack_root() -> Path:
     return _from_env("SPACK_ROOT")
 

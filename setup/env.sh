@@ -8,6 +8,7 @@
 if [ -z "${ONESTACK_CACHE:-}" ] && [ -n "${SUDO_USER:-}" ] && [ "$(id -u)" = 0 ]; then
   sudo_cache=$(getent passwd "$SUDO_USER" | cut -d: -f6)/.cache/onestack
   if [ -d "$sudo_cache" ]; then ONESTACK_CACHE=$sudo_cache; fi
+  unset sudo_cache
 fi
 : "${ONESTACK_CACHE:=${XDG_CACHE_HOME:-$HOME/.cache}/onestack}"   # clones, venv, mirror, source cache
 # ONESTACK_PREFIX (install tree, module releases, images) is the selected

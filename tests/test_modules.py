@@ -219,7 +219,7 @@ def test_unloading_a_flavor_gives_back_the_settings_it_replaced(init_script, pub
     not unset (Lmod's setenv unsets on unload; the modules pushenv). The
     user's own OPENBLAS/MKL/OMP threads come back after a purge."""
     flavors = [stack.load().flavor(m) for m in published_flavors]
-    same = [(a, b) for a in flavors for b in flavors if a.app != b.app and a.env == b.env]
+    same = [(a, b) for a in flavors for b in flavors if a.app.module != b.app.module and a.env == b.env]
     assert same, f"needs published flavors of two applications with the same settings, has {published_flavors}"
     first, second = same[0]
     names = sorted({s.name for s in second.env})
@@ -247,7 +247,7 @@ def test_a_flavor_that_would_override_anothers_settings_is_refused(init_script, 
             (a, b)
             for a in flavors
             for b in flavors
-            if (a.threads, b.threads) == ("openmp", "none") and a.app != b.app and a.mpi == b.mpi
+            if (a.threads, b.threads) == ("openmp", "none") and a.app.module != b.app.module and a.mpi == b.mpi
         ),
         None,
     )

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from onestack import cluster
+from onestack import cluster, paths
 from onestack.cluster import config, imb
 from onestack.cluster.config import ClusterError
 from onestack.errors import OnestackError
@@ -77,6 +77,8 @@ def main(argv=None) -> int:
     except OnestackError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+    finally:
+        paths.give_back_cache()  # `sudo make cluster`: the cache stays its user's
     return 0
 
 

@@ -475,11 +475,11 @@ def _check_components(file: Path, components: dict, site: Site) -> None:
         _check_fat_flags(file, name, compiler["fat_flags"])
         if site.why_unavailable("compilers", name) and "site_external" not in compiler:
             raise InputError(
-                f"{data.location(site.file)}: unavailable.compilers.{name}: the site cannot do without "
-                f"{name}, which {data.location(file)} declares without a site_external (the OS's "
-                f"compiler): take it out of unavailable. (A compiler a site may lack needs "
-                f"compilers.{name}.site_external there, where a site that has it has it: Spack 1.x "
-                "concretizes only against an installed or external compiler.)"
+                f"{data.location(site.file)}: unavailable.compilers.{name}: {data.location(file)} declares "
+                f"{name} without a site_external, so its flavors cannot be concretized where it is absent "
+                "(Spack 1.x concretizes only against an installed or external compiler). The OS's compiler "
+                f"(no site_external) every site has: take it out of unavailable here; a vendor's compiler a "
+                f"site may lack needs compilers.{name}.site_external there (where a site that has it has it)"
             )
     _check_threads_placeholder(file, components)
     for key, env in [*_env_blocks(components), ("hybrid.env", components["hybrid"]["env"])]:
@@ -549,7 +549,9 @@ def _check_site_compilers(file: Path, site, compilers: dict) -> None:
                 f"{data.location(site.file)}: {key}: the site lists the compiler under "
                 f"unavailable.compilers too: delete one of the two"
             )
-        given, wanted = site.compilers[name]["spec"].split()[0], declared[name]["spec"].split()[0]
+        # Spack's exact-version spelling (@=2021.10.0) is the same version.
+        specs = (site.compilers[name]["spec"], declared[name]["spec"])
+        given, wanted = (spec.split()[0].replace("@=", "@") for spec in specs)
         if given != wanted:
             raise InputError(
                 f"{data.location(site.file)}: {key}.spec: {given} is not the compiler the flavors are built "

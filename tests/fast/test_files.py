@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from onestack import cli, files
+from onestack import cli, files, paths
 from onestack.spack import vendor
 
 
@@ -78,3 +78,20 @@ def test_a_prefix_for_a_group_is_searchable_by_that_group_only(tmp_path):
     assert not cli._searchable(folder, {"read": "group", "group": "no-such-group-here"})
     folder.chmod(0o700)
     assert not cli._searchable(folder, {"read": "group", "group": group})
+
+
+def test_under_sudo_what_root_wrote_in_the_users_cache_is_given_back(tmp_path, monkeypatch):
+    """`sudo make cluster` works in the invoking user's cache (setup/env.sh):
+    the files root made there go back to the cache's owner."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: it gives files of root's to another user")
+    cache = tmp_path / "cache"
+    (cache / "cluster").mkdir(parents=True)
+    (cache / "cluster" / "state").write_text("x")
+    (cache / "link").symlink_to("cluster")
+    os.chown(cache, 12345, 12345)
+    monkeypatch.setenv("ONESTACK_CACHE", str(cache))
+    monkeypatch.setenv("SUDO_USER", "someone")
+    paths.give_back_cache()
+    owners = {p.name: p.lstat().st_uid for p in [cache / "cluster", cache / "cluster" / "state", cache / "link"]}
+    assert owners == {"cluster": 12345, "state": 12345, "link": 12345}, owners

@@ -222,6 +222,7 @@ class LuaModule:
             "family",
             "depends_on",
             "prepend_path",
+            "append_path",
             "module_version",
             "hide_version",
             "LmodError",
@@ -313,8 +314,8 @@ def _flavor_module(flavor, text: str, tmp_path: Path) -> str:
         ({"ONESTACK_MPI_RUNTIME": "impi"}, "mpi-runtime/impi is loaded; load the flavor first, then the runtime"),
         ({"ONESTACK_LOADED_MPI": "wi4mpi/3.7.1"}, "wi4mpi/3.7.1 is loaded, whose mpirun"),
         ({"ONESTACK_LOADED_MPI": "intel-oneapi-mpi/2021.18.1"}, ""),  # its own MPI (_flavor_module's)
-        ({"ONESTACK_FLAVOR_SETTINGS": " OPENBLAS_NUM_THREADS ", "OPENBLAS_NUM_THREADS": "4"}, "it sets OPENBLAS_NUM"),
-        ({"ONESTACK_FLAVOR_SETTINGS": " OPENBLAS_NUM_THREADS ", "OPENBLAS_NUM_THREADS": "1"}, ""),
+        ({"ONESTACK_FLAVOR_SETTINGS": "X:OPENBLAS_NUM_THREADS", "OPENBLAS_NUM_THREADS": "4"}, "it sets OPENBLAS_NUM"),
+        ({"ONESTACK_FLAVOR_SETTINGS": "X:OPENBLAS_NUM_THREADS", "OPENBLAS_NUM_THREADS": "1"}, ""),
         ({"OPENBLAS_NUM_THREADS": "4"}, ""),  # the user's own, which the flavor replaces
     ],
 )
@@ -330,10 +331,9 @@ def test_a_flavor_refuses_what_it_would_silently_override(loaded, refused, tmp_p
     module = LuaModule(_flavor_module(stack.load().flavor("qe/openblas-mpich"), "x", tmp_path))
     errors = [e for (e,) in module.values("LmodError")]
     assert (refused in errors[0]) if refused else not errors, errors
-    names = " ".join(setting.name for setting in stack.load().flavor("qe/openblas-mpich").env)
-    pushed = dict(module.values("pushenv"))["ONESTACK_FLAVOR_SETTINGS"]
-    before = loaded.get("ONESTACK_FLAVOR_SETTINGS", " ")
-    assert pushed == f"{before}{names} " and "OPENBLAS_NUM_THREADS" in names, pushed
+    names = [setting.name for setting in stack.load().flavor("qe/openblas-mpich").env]
+    appended = [value for name, value in module.values("append_path") if name == "ONESTACK_FLAVOR_SETTINGS"]
+    assert appended == names and "OPENBLAS_NUM_THREADS" in names, appended
 
 
 @pytest.mark.parametrize("forced, said", [("x86-64-v4", True), ("x86_64_v3", True), ("x86-64-v3", False), ("", False)])
@@ -407,14 +407,10 @@ def test_module_help_names_the_accelerated_styles_a_flavor_has(tmp_path):
     assert "Accelerated styles" not in help_of("lmp/openblas-mpich/20210929.2")
 
 
-def test_default_and_runtime_modules_are_lua_literals():
-    module = LuaModule(
-        render.text(publish.TEMPLATES, "modulerc.lua.j2", default='qe/a"b', hidden=["qe/a/1]]"], site=stack.load().site)
-    )
-    assert module.values("module_version") == [('qe/a"b', "default")]
-    assert module.values("hide_version") == [("qe/a/1]]",)]
+def _runtime_module() -> str:
+    """mpi-runtime/impi's module, with hostile text in its data."""
     runtime = dataclasses.replace(stack.load().runtimes[0], env=(Setting("X", HOSTILE[3], HOSTILE[1]),))
-    text = render.text(
+    return render.text(
         publish.TEMPLATES,
         "mpi-runtime.lua.j2",
         runtime=runtime,
@@ -424,6 +420,15 @@ def test_default_and_runtime_modules_are_lua_literals():
         vendor_env={"set": [("I_MPI_ROOT", "/a'b")], "prepend": []},
         container_binds=["/x y/lib", "/a'b"],
     )
+
+
+def test_default_and_runtime_modules_are_lua_literals():
+    module = LuaModule(
+        render.text(publish.TEMPLATES, "modulerc.lua.j2", default='qe/a"b', hidden=["qe/a/1]]"], site=stack.load().site)
+    )
+    assert module.values("module_version") == [('qe/a"b', "default")]
+    assert module.values("hide_version") == [("qe/a/1]]",)]
+    text = _runtime_module()
     module = LuaModule(text)
     assert ("X", HOSTILE[3]) in module.values("pushenv") and ("I_MPI_ROOT", "/a'b") in module.values("pushenv")
     assert ("ONESTACK_MPI_BINDS", "/x y/lib,/a'b") in module.values("pushenv")
@@ -431,6 +436,18 @@ def test_default_and_runtime_modules_are_lua_literals():
     assert not module.values("LmodError")
     # `module load mpi-runtime`, the bare name: refused, naming the runtimes.
     assert "name the runtime" in LuaModule(text, asked="mpi-runtime").values("LmodError")[0][0]
+
+
+def test_a_runtime_runs_over_one_flavor(monkeypatch):
+    """Over two flavors, unloading one would give the runtime's settings back
+    to the other's values (pushenv): refused; over one, it records which, so
+    that flavor may load again under it (`module reload`)."""
+    text = _runtime_module()
+    monkeypatch.setenv("ONESTACK_LOADED_FLAVORS", "qe/a/1:hpl/b/2")
+    assert "it runs one flavor, and qe/a/1, hpl/b/2 are loaded" in LuaModule(text).values("LmodError")[0][0]
+    monkeypatch.setenv("ONESTACK_LOADED_FLAVORS", "qe/a/1")
+    module = LuaModule(text)
+    assert not module.values("LmodError") and ("ONESTACK_RUNTIME_OVER", "qe/a/1") in module.values("pushenv")
 
 
 def test_a_translator_module_loads_it_first_in_every_process():

@@ -30,6 +30,9 @@ class Setting:
     name: str
     value: str
     why: str
+    # A hybrid flavor's value at one thread a rank: the MPI-only flavors' (hydra's
+    # core:1 is its core), so that flavors loaded together agree on it.
+    single: str = ""
 
 
 @dataclass(frozen=True)
@@ -420,7 +423,12 @@ def _settings(*envs: dict, hybrid: bool = False) -> Tuple[Setting, ...]:
     """The settings of envs, a later env's replacing an earlier one's of the
     same name; in a hybrid flavor each takes its `hybrid` value where it has one."""
     chosen = {
-        name: Setting(name, s.get("hybrid", s["value"]) if hybrid else s["value"], " ".join(s["why"].split()))
+        name: Setting(
+            name,
+            s.get("hybrid", s["value"]) if hybrid else s["value"],
+            " ".join(s["why"].split()),
+            s["value"] if hybrid else "",
+        )
         for env in envs
         for name, s in env.items()
     }

@@ -27,7 +27,7 @@ def record_result(module: str, case: str, outcome: problems.Outcome) -> Tuple[st
     checks = [] if failure else outcome.checks()
     if failure or not all(c.passed for c in checks):
         verdict = "failed"
-    elif all(isinstance(c, check.Unchecked) for c in checks):
+    elif check.none_made(checks):
         verdict = "not checked"
     else:
         verdict = "passed"

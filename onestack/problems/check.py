@@ -109,6 +109,12 @@ class Unchecked:
         return f"{self.name}: not checked: {self.why}"
 
 
+def none_made(checks) -> bool:
+    """A run that checked nothing: each of its checks said why not (the
+    flavor's version or style cannot match the reference)."""
+    return bool(checks) and all(isinstance(c, Unchecked) for c in checks)
+
+
 def number(text):
     """A printed number, or a duration in seconds."""
     try:

@@ -284,7 +284,7 @@ def cmd_host(args) -> None:
 
 
 def _check_baseline() -> None:
-    host.check_baseline(cpus.generations()[0], data.location(paths.environments_dir() / cpus.CPUS_FILE))
+    host.check_baseline(cpus.generations()[0], cpus.where_chosen())
 
 
 def cmd_where(args) -> None:

@@ -109,8 +109,8 @@ def describe() -> str:
 
 
 def check_baseline(generation: dict, where: str) -> None:
-    """A build host below the site's baseline (the oldest generation of
-    cpus.yaml, at `where`) is refused before anything builds: Spack's builds
+    """A build host below the site's baseline (its oldest generation, chosen
+    at `where`) is refused before anything builds: Spack's builds
     run what they compile (configure checks, code generators, tests), which
     would die there with an illegal instruction an hour into the build."""
     if not runs(generation["x86_64_level"]):

@@ -1,5 +1,5 @@
 """The exec-time CPU dispatcher under qemu-user emulating each CPU generation
-of the site (environments/cpus.yaml), and Conroe below the baseline, over
+of the site (its site file's cpu_generations), and Conroe below the baseline, over
 real per-level builds of a program that executes instructions of its level
 and checks its results (dispatch/programs/level_kernel.c).
 

@@ -1,5 +1,5 @@
 """One entry point per program for every CPU generation of the site
-(environments/cpus.yaml). On this host, whatever its CPU: each level build
+(its site file's cpu_generations). On this host, whatever its CPU: each level build
 carries that level's instructions (none above SSE in the baseline, AVX
 in v3, AVX-512 in v4), and each level the host can run passes its problem
 natively; a level above the host is reported as built, not run here. Under

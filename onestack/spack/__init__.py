@@ -12,7 +12,7 @@ import yaml
 
 from onestack import files, paths, stack
 from onestack.errors import OnestackError
-from onestack.stack import DISPATCHER, preload_packages, site
+from onestack.stack import DISPATCHER, cpus, preload_packages, site
 from onestack.stack.flavors import Flavor
 
 # Scripts run by `spack python` (see query).
@@ -33,11 +33,13 @@ def command(*args: str) -> List[str]:
     return [str(paths.spack_root() / "bin" / "spack"), "-e", str(site.state_dir()), *args]
 
 
-def _digest(files) -> str:
+def _digest(files, *texts: str) -> str:
     digest = hashlib.sha256()
     for file in files:
         if file.is_file():
             digest.update(file.read_bytes())
+    for text in texts:
+        digest.update(text.encode())
     return digest.hexdigest()[:16]
 
 
@@ -53,9 +55,11 @@ def _recipe_files() -> List[Path]:
 def recipes_fingerprint() -> str:
     """What a root solved before must be solved again for: the site
     environment, the site recipes and their patches, this machine's
-    externals, the CPU baseline. (A change of the flavor data changes the
-    specs themselves, which Spack solves as new roots.)"""
-    return _digest(_recipe_files())
+    externals, the CPU baseline (cpus.yaml and the site's choice of its
+    generations, not the rest of the site file, which the report rewrites).
+    (A change of the flavor data changes the specs themselves, which Spack
+    solves as new roots.)"""
+    return _digest(_recipe_files(), *(g["name"] for g in cpus.generations()))
 
 
 def inputs_fingerprint() -> str:

@@ -1,7 +1,8 @@
-"""The site's CPU generations (environments/cpus.yaml): the baseline every
-package is built for, the x86-64 levels the dispatcher chooses between, and
-the compilers' own multi-path flags derived from the same list; and the
-classes of CPU models on which an application may run a lower level."""
+"""The CPU generations the stack knows (environments/cpus.yaml) and the
+site's own among them (its site file's `cpu_generations`): the baseline
+every package is built for, the x86-64 levels the dispatcher chooses
+between, and the compilers' own multi-path flags derived from the same list;
+and the classes of CPU models on which an application may run a lower level."""
 
 import functools
 import string
@@ -11,6 +12,7 @@ from typing import Dict, List
 from archspec import cpu as archspec_cpu
 
 from onestack import data, paths
+from onestack.stack import site
 
 CPUS_FILE = "cpus.yaml"
 # qemu 7.2's TCG emulates no AVX-512: it filters avx512f/bw/cd/dq/vl out of
@@ -45,8 +47,42 @@ def _check(file: Path, every: List[dict]) -> None:
 
 
 def generations() -> List[dict]:
-    """Oldest (the build baseline) first."""
-    return list(_document(paths.environments_dir() / CPUS_FILE)["generations"])
+    """The site's generations, oldest (the build baseline) first: those its
+    site file's `cpu_generations` names, else every one of cpus.yaml."""
+    every = _document(paths.environments_dir() / CPUS_FILE)["generations"]
+    own = site.load()
+    if own.cpu_generations is None:
+        return list(every)
+    return _chosen(every, own.cpu_generations, data.location(own.file))
+
+
+def _chosen(every: List[dict], names: List[str], where: str) -> List[dict]:
+    """The generations of cpus.yaml a site names, checked: each known, in
+    cpus.yaml's order (oldest first: the first is what every package is
+    built for)."""
+    index = {g["name"]: i for i, g in enumerate(every)}
+    for i, name in enumerate(names):
+        if name not in index:
+            raise data.InputError(
+                f"{where}: cpu_generations[{i}]: unknown generation '{name}'; allowed: {', '.join(index)} "
+                f"(generations of environments/{CPUS_FILE}, where a new one is described first)"
+            )
+        if i and index[name] <= index[names[i - 1]]:
+            raise data.InputError(
+                f"{where}: cpu_generations[{i}]: '{name}' is listed after '{names[i - 1]}', which "
+                f"environments/{CPUS_FILE} lists after it; list the site's generations oldest first, "
+                "the baseline every package is built for first"
+            )
+    return [every[index[name]] for name in names]
+
+
+def where_chosen() -> str:
+    """Where the site's generations are chosen, for messages: its site
+    file's key, else cpus.yaml."""
+    own = site.load()
+    if own.cpu_generations is None:
+        return data.location(paths.environments_dir() / CPUS_FILE)
+    return f"{data.location(own.file)}: cpu_generations"
 
 
 def cpu_classes() -> Dict[str, dict]:

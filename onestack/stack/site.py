@@ -8,7 +8,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from onestack import data, paths
 
@@ -27,6 +27,8 @@ class Site:
     compilers: Dict[str, dict]  # compiler -> Spack external (spec, prefix, extra_attributes)
     # app module -> {default: version, deprecated: {version: message}, hidden: [version]}
     versions: Dict[str, dict] = None
+    # names of environments/cpus.yaml's generations, oldest first (None: every one)
+    cpu_generations: Optional[List[str]] = None
 
     @property
     def name(self) -> str:
@@ -64,6 +66,7 @@ def _load(folder: Path) -> Site:
         default_flavors=site["default_flavors"],
         compilers=site["compilers"],
         versions=site["versions"],
+        cpu_generations=site.get("cpu_generations"),
     )
 
 

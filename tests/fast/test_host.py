@@ -5,10 +5,8 @@ host below the site's baseline is refused before anything builds."""
 import pytest
 from archspec import cpu as archspec
 
-from onestack import cli, data, host, paths, stack
+from onestack import cli, host, paths, stack
 from onestack.stack import cpus
-
-CPUS_FILE = data.location(paths.environments_dir() / cpus.CPUS_FILE)
 
 
 @pytest.fixture
@@ -69,15 +67,17 @@ def test_the_site_compiler_gets_a_twin_target_spack_accepts(as_cpu, request):
 @pytest.mark.parametrize("name", ["zen3", "nehalem", "icelake"])
 def test_a_host_at_or_above_the_baseline_builds(as_cpu, name):
     as_cpu(name)
-    host.check_baseline(cpus.generations()[0], CPUS_FILE)
+    host.check_baseline(cpus.generations()[0], cpus.where_chosen())
 
 
 def test_a_host_below_the_baseline_is_refused_with_the_file_and_the_fix(as_cpu):
     as_cpu("core2")
     with pytest.raises(paths.SetupError) as refused:
-        host.check_baseline(cpus.generations()[0], CPUS_FILE)
+        host.check_baseline(cpus.generations()[0], cpus.where_chosen())
     message = str(refused.value)
-    assert "is below the site's baseline x86-64-v2 (environments/cpus.yaml: nehalem)" in message, message
+    assert "is below the site's baseline x86-64-v2 (sites/default/site.yaml: cpu_generations: nehalem)" in message, (
+        message
+    )
     assert "build on a host at or above it" in message, message
 
 

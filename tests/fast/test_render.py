@@ -67,6 +67,10 @@ def test_a_second_site_changes_no_shared_file(monkeypatch):
     other = stack.load()
     assert "fabrics=mrail" in other.flavor("qe/mkl-mvapich2").spack_spec
     assert "fabrics=nemesis" in default.flavor("qe/mkl-mvapich2").spack_spec
+    # Its nodes from Haswell on: built for AVX2, one level build above it.
+    assert " target=haswell " in other.flavor("hpl/openblas-mpich").spack_spec
+    assert [level for level, _ in other.flavor("hpl/openblas-mpich").levels] == ["x86-64-v4"]
+    assert " target=x86_64_v2 " in default.flavor("hpl/openblas-mpich").spack_spec
     env = {s.name: s.value for s in other.flavor("hpl/openblas-impi").env}
     assert env["I_MPI_OFI_PROVIDER"] == "mlx" and env["I_MPI_FABRICS"] == "shm:ofi"
     assert not other.flavor("qe/mkl-impi-intel").unavailable, "this site has the Intel compilers"
@@ -153,7 +157,7 @@ def test_spack_config_carries_the_baseline_and_the_sites_permissions(tmp_path, m
     matrix = stack.load()
     config = yaml.safe_load(environment.render(matrix.select(), tmp_path).read_text())
     assert config["packages"]["all"] == {
-        "target": ["x86_64_v2"],
+        "target": ["haswell"],  # the oldest of its cpu_generations
         "permissions": {"read": "group", "write": "user", "group": "hpcusers"},
     }
     spec = matrix.flavor("qe/mkl-mvapich2").spack_spec

@@ -63,18 +63,6 @@ def lua_comment(value) -> str:
     return "\n-- ".join(str(value).splitlines() or [""])
 
 
-def lua_pattern(value) -> str:
-    """A Lua pattern that matches exactly this text: Lmod matches the keys of
-    its admin list as unanchored patterns (`fullName:find(key)`), where `.`
-    and `-` are operators and `qe/a/1.2` would also match `qe/a/1.2.1`. A
-    key ends at the line's first `:` and splits at `|` (Lmod's readAdmin),
-    so those are refused."""
-    text = str(value)
-    if re.search(r"[:|\s]", text):
-        raise Refused(f"{text!r}: a key of Lmod's admin list takes no ':', '|' or whitespace")
-    return "^" + re.sub(r"([%^$().\[\]*+\-?])", r"%\1", text) + "$"
-
-
 class Refused(OnestackError, ValueError):
     """A value that cannot go into the file at all; the message says why."""
 
@@ -138,7 +126,6 @@ def environment(templates: Path) -> jinja2.Environment:
         lua=lua,
         lua_threads=lua_threads,
         lua_comment=lua_comment,
-        lua_pattern=lua_pattern,
         sh=sh,
         sh_threads=sh_threads,
         sh_words=sh_words,

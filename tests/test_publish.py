@@ -177,6 +177,13 @@ def test_a_site_deprecates_and_hides_versions(modules_root, tmp_path, published_
     init = os.path.join(modules_root["ONESTACK_MODULES"], "current", "init", "bash")
     deprecated = lmod.clean_shell(init, f"module load {hpl.versioned_name}")
     assert deprecated.returncode == 0 and "HPCC 1.5.0 leaves this site in 2027" in deprecated.stderr, deprecated.stderr
+    # The site's own admin list (its other software's messages) stays in
+    # force where the init script is sourced after it is set.
+    (tmp_path / "admin.list").write_text(f"^{lmp.app.module}/:\n  The site's own message\n\n")
+    own = lmod.clean_shell(
+        init, f"export LMOD_ADMIN_FILE={tmp_path / 'admin.list'}\nsource {init}\nmodule load {lmp.versioned_name}"
+    )
+    assert own.returncode == 0 and "The site's own message" in own.stderr, own.stderr
     avail = lmod.clean_shell(init, "module -t avail 2>&1").stdout
     assert lmp.versioned_name not in avail and hpl.versioned_name in avail, avail
     hidden = lmod.clean_shell(init, f"module load {lmp.versioned_name}\nmodule -t list 2>&1")

@@ -216,7 +216,15 @@ def _flavor_modules(release: Path, selected: List[Flavor], roots: Dict[str, dict
             dispatch=dispatch.write(release, flavor, roots),
             preload_path=flavor.preload.path(roots[flavor.preload.package]["prefix"]) if flavor.preload else "",
             runtimes=[r.module_name for r in _runtimes(roots) if flavor.mpi_abi in r.serves and r.name != flavor.mpi],
+            deprecated=_deprecation(flavor),
         )
+
+
+def _deprecation(flavor: Flavor) -> str:
+    """The site's message for this flavor's version, where its `versions`
+    deprecate it ("" where not)."""
+    versions = stack.load().site.versions.get(flavor.app.module, {})
+    return versions.get("deprecated", {}).get(flavor.app.version, "")
 
 
 def _launcher_dir(release: Path, flavor: Flavor) -> str:
@@ -264,21 +272,6 @@ def _defaults(release: Path, selected: List[Flavor]) -> None:
                 site=site,
                 hidden=[f"{module}/{name}/{v}" for v in versions if v in hidden],
             )
-
-
-def _admin_list(release: Path, selected: List[Flavor]) -> Path:
-    """Lmod's admin list (LMOD_ADMIN_FILE, set by the init script): the
-    message of each deprecated version, printed when it is loaded."""
-    versions = stack.load().site.versions
-    deprecated = [
-        (f"{f.app.module}/{f.name}/{f.app.version}", message)
-        for f in selected
-        for version, message in versions.get(f.app.module, {}).get("deprecated", {}).items()
-        if version == f.app.version
-    ]
-    out = release / "init" / "admin.list"
-    _render("admin.list.j2", out, deprecated=sorted(deprecated))
-    return out
 
 
 def _runtime_modules(release: Path, roots: Dict[str, dict]) -> List[str]:
@@ -402,7 +395,6 @@ def _init_files(release: Path, selected: List[Flavor]) -> None:
         modulepath=modulepath,
         modules_root=paths.modules_root(),
         lmodrc=release / "init" / "lmodrc.lua",
-        admin_list=_admin_list(release, selected),
     )
     _render("lmodrc.lua.j2", release / "init" / "lmodrc.lua", release=release.name, cache_dir=release / "cache")
 

@@ -309,6 +309,7 @@ def _flavor_module(flavor, text: str, tmp_path: Path) -> str:
         },
         preload_path=str(tmp_path / text / "libx.so") if flavor.preload else "",
         runtimes=["mpi-runtime/impi"],
+        deprecated=text,
     )
 
 
@@ -353,8 +354,12 @@ def test_a_forced_level_the_flavor_has_no_build_of_is_said_at_load(forced, said,
 
 @pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))
 def test_flavor_module_keeps_any_text_as_text(text, tmp_path):
-    module = LuaModule(_flavor_module(_hostile_flavor(text), text, tmp_path))
+    flavor = _hostile_flavor(text)
+    module = LuaModule(_flavor_module(flavor, text, tmp_path))
     assert ("ONESTACK_TEST", text) in module.values("pushenv")
+    # The site's deprecation message, said at load
+    deprecated = f"{flavor.versioned_name} is deprecated: {' '.join(text.split())}"
+    assert (deprecated,) in module.values("LmodMessage"), module.values("LmodMessage")
     assert (f"Description: {text}",) in module.values("whatis")
     assert (f"Math: {text}",) in module.values("whatis")
     [help_text] = module.values("help")
@@ -790,16 +795,6 @@ def test_a_site_without_an_mpi_gets_neither_its_runtime_nor_a_translator_onto_it
     config = yaml.safe_load(environment.render(stack.load().select(["hpl/openblas-mpich"]), tmp_path / "s").read_text())
     roots = " ".join(config["definitions"][1]["runtimes"])
     assert not any(package in roots for package in ("intel-oneapi-mpi", "openmpi-abi", "wi4mpi")), roots
-
-
-def test_an_admin_list_key_matches_its_own_module_only():
-    """Lmod matches a deprecated version's key as a Lua pattern (`find`)."""
-    find = lupa.LuaRuntime().eval("string.find")
-    key = render.lua_pattern("qe/openblas-mpich/1.2")
-    assert find("qe/openblas-mpich/1.2", key) and not find("qe/openblas-mpich/1.2.1", key)
-    assert not find("qe/openblas-mpichX1.2", key)
-    with pytest.raises(render.Refused, match="admin list"):
-        render.lua_pattern("qe/a|qe/b")
 
 
 def test_spack_is_started_again_only_when_the_lock_or_its_inputs_changed(tmp_path, monkeypatch):

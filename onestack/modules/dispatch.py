@@ -46,10 +46,13 @@ def levels(flavor: Flavor, roots: Dict[str, dict]) -> List[Tuple[str, str]]:
 
 def rules(flavor: Flavor) -> List[dict]:
     """The `at-most` lines of the flavor's table: each CPU model of each
-    class its application's `lower_level_on` names, with that level."""
-    classes = cpus.cpu_classes()
+    class its application's `lower_level_on` names, with that level, or the
+    site's baseline where that is higher: the site has no build below it
+    (the dispatcher would refuse the table), and the baseline build is the
+    nearest to what the application's authors advise."""
+    classes, baseline = cpus.cpu_classes(), cpus.baseline_level()
     return [
-        {"level": level, "cpu_class": name, **model}
+        {"level": max(level, baseline, key=TABLE_LEVELS.index), "cpu_class": name, **model}
         for name, level in flavor.app.lower_level_on
         for model in classes[name]["models"]
     ]

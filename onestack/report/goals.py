@@ -8,6 +8,7 @@ from typing import Callable, Dict, List, NamedTuple, Optional
 
 from onestack import data, host, paths
 from onestack.report import pairs, start_cost
+from onestack.stack import cpus
 
 GOALS_FILE = "report/goals.yaml"
 
@@ -291,7 +292,15 @@ def level_gain(goal: dict, app: dict, peak: dict) -> dict:
     dispatcher runs against the baseline build alone. A goal for a level
     (`on_level`) is judged only on a host of that level; on a newer host the
     figure is that level's build against the baseline's, both forced here,
-    shown as an indication (another CPU, not the goal's host)."""
+    shown as an indication (another CPU, not the goal's host). A goal over
+    a baseline build of another level than the site's (`over_level`) is not
+    judged: the site has no such build."""
+    if goal["over_level"] != cpus.baseline_level():
+        return {
+            "figure": "-",
+            "verdict": f"not applicable: the goal is over an {goal['over_level']} build, and this site's "
+            f"baseline is {cpus.baseline_level()} ({cpus.where_chosen()})",
+        }
     here = f"x86-64-{host.level()}"
     picked = _picked(app) or here
     if goal.get("on_level", picked) == picked:

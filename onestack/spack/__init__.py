@@ -33,20 +33,18 @@ def command(*args: str) -> List[str]:
     return [str(paths.spack_root() / "bin" / "spack"), "-e", str(site.state_dir()), *args]
 
 
-def _digest(files, *texts: str) -> str:
+def _digest(files, text: str = "") -> str:
     digest = hashlib.sha256()
     for file in files:
         if file.is_file():
             digest.update(file.read_bytes())
-    for text in texts:
-        digest.update(text.encode())
+    digest.update(text.encode())
     return digest.hexdigest()[:16]
 
 
 def _recipe_files() -> List[Path]:
     return [
         paths.REPO / "spack.yaml",
-        paths.environments_dir() / "cpus.yaml",
         *sorted(f for f in (paths.REPO / "packages").rglob("*") if f.is_file()),
         site_scope() / "packages.yaml",
     ]
@@ -55,11 +53,11 @@ def _recipe_files() -> List[Path]:
 def recipes_fingerprint() -> str:
     """What a root solved before must be solved again for: the site
     environment, the site recipes and their patches, this machine's
-    externals, the CPU baseline (cpus.yaml and the site's choice of its
-    generations, not the rest of the site file, which the report rewrites).
-    (A change of the flavor data changes the specs themselves, which Spack
-    solves as new roots.)"""
-    return _digest(_recipe_files(), *(g["name"] for g in cpus.generations()))
+    externals, the site's CPU generations (as cpus.yaml describes them: not
+    the rest of either file, the other generations, the site's defaults the
+    report rewrites). (A change of the flavor data changes the specs
+    themselves, which Spack solves as new roots.)"""
+    return _digest(_recipe_files(), json.dumps(cpus.generations(), sort_keys=True))
 
 
 def inputs_fingerprint() -> str:
@@ -69,7 +67,7 @@ def inputs_fingerprint() -> str:
     return _digest(
         [
             *_recipe_files(),
-            *sorted(paths.environments_dir().glob("*")),
+            *sorted(paths.environments_dir().glob("*")),  # cpus.yaml among them
             paths.site_dir() / "site.yaml",
             *sorted(INSIDE_SPACK.glob("*.py")),
         ]

@@ -46,14 +46,16 @@ def _check(file: Path, every: List[dict]) -> None:
             )
 
 
+def described() -> List[dict]:
+    """Every generation cpus.yaml describes, oldest first (sites choose among them)."""
+    return list(_document(paths.environments_dir() / CPUS_FILE)["generations"])
+
+
 def generations() -> List[dict]:
-    """The site's generations, oldest (the build baseline) first: those its
-    site file's `cpu_generations` names, else every one of cpus.yaml."""
-    every = _document(paths.environments_dir() / CPUS_FILE)["generations"]
+    """The site's generations, those its site file's `cpu_generations`
+    names, oldest (the build baseline) first."""
     own = site.load()
-    if own.cpu_generations is None:
-        return list(every)
-    return _chosen(every, own.cpu_generations, data.location(own.file))
+    return _chosen(described(), own.cpu_generations, data.location(own.file))
 
 
 def _chosen(every: List[dict], names: List[str], where: str) -> List[dict]:
@@ -77,12 +79,8 @@ def _chosen(every: List[dict], names: List[str], where: str) -> List[dict]:
 
 
 def where_chosen() -> str:
-    """Where the site's generations are chosen, for messages: its site
-    file's key, else cpus.yaml."""
-    own = site.load()
-    if own.cpu_generations is None:
-        return data.location(paths.environments_dir() / CPUS_FILE)
-    return f"{data.location(own.file)}: cpu_generations"
+    """Where the site's generations are chosen, for messages."""
+    return f"{data.location(site.load().file)}: cpu_generations"
 
 
 def cpu_classes() -> Dict[str, dict]:
@@ -91,8 +89,17 @@ def cpu_classes() -> Dict[str, dict]:
 
 
 def baseline_target() -> str:
-    """Spack's target for every package: the oldest generation's."""
-    return generations()[0]["spack_target"]
+    """Spack's target for every package: the x86-64 level of the site's
+    oldest generation (x86_64_v2 for Nehalem), not its microarchitecture
+    (haswell): archspec's haswell has AES, PCLMULQDQ and RDRAND beyond v3,
+    which the build host's check and the dispatcher, testing the level
+    alone, would not ask a node for."""
+    return level_target(generations()[0]["x86_64_level"])
+
+
+def level_target(x86_64_level: str) -> str:
+    """Spack's (archspec's) generic target of a psABI level (v3 -> x86_64_v3)."""
+    return "x86_64" if x86_64_level == "v1" else f"x86_64_{x86_64_level}"
 
 
 def intel_ax_flag(every: List[dict]) -> str:
@@ -127,7 +134,7 @@ def newer_levels() -> List[tuple]:
     dispatcher tests for (haswell or skylake_avx512 would add more)."""
     every = generations()
     above = sorted({g["x86_64_level"] for g in every} - {every[0]["x86_64_level"]})
-    return [(level_name(level), f"x86_64_{level}") for level in above]
+    return [(level_name(level), level_target(level)) for level in above]
 
 
 def baseline_level() -> str:

@@ -351,7 +351,7 @@ def _check_variants(file: Path, key: str, variants: str) -> None:
     if found:
         raise InputError(
             f"{data.location(file)}: {key}: {found[0]} builds a single code path (one CPU), where every "
-            "flavor is a fat binary for the generations of environments/cpus.yaml; remove it (the "
+            "flavor is a fat binary for the site's CPU generations (cpu_generations); remove it (the "
             "compiler's fat_flags in components.yaml and Spack's target set the paths)"
         )
 
@@ -715,8 +715,9 @@ def _application(file: Path, doc: dict, site: Site) -> Application:
 
 def _check_lower_levels(file: Path, lower: Tuple[Tuple[str, str], ...]) -> None:
     """Each class is one of cpus.yaml, each level one of its generations'
-    below the newest (the dispatcher refuses a level below every build)."""
-    levels = sorted({cpus.level_name(g["x86_64_level"]) for g in cpus.generations()})
+    below the newest: shared data, the same for every site (a site's
+    dispatchers leave out a level below its baseline, dispatch.rules)."""
+    levels = sorted({cpus.level_name(g["x86_64_level"]) for g in cpus.described()})
     for name, level in lower:
         check_choice(file, "lower_level_on", name, cpus.cpu_classes(), "CPU class", "cpu_classes of cpus.yaml")
         check_choice(

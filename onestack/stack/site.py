@@ -8,7 +8,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 from onestack import data, paths
 
@@ -26,9 +26,8 @@ class Site:
     default_flavors: Dict[str, Dict[str, str]]  # app module -> {flavor, why}
     compilers: Dict[str, dict]  # compiler -> Spack external (spec, prefix, extra_attributes)
     # app module -> {default: version, deprecated: {version: message}, hidden: [version]}
+    cpu_generations: List[str]  # names of environments/cpus.yaml's generations, oldest first
     versions: Dict[str, dict] = None
-    # names of environments/cpus.yaml's generations, oldest first (None: every one)
-    cpu_generations: Optional[List[str]] = None
 
     @property
     def name(self) -> str:
@@ -66,7 +65,7 @@ def _load(folder: Path) -> Site:
         default_flavors=site["default_flavors"],
         compilers=site["compilers"],
         versions=site["versions"],
-        cpu_generations=site.get("cpu_generations"),
+        cpu_generations=site["cpu_generations"],
     )
 
 

@@ -5,6 +5,7 @@ the escaping of the language it lands in: a quote, a newline, `]]` and
 schema refuses them (tests/bad-input/)."""
 
 import dataclasses
+import os
 import shlex
 import shutil
 import signal
@@ -18,7 +19,7 @@ import yaml
 
 from onestack import apt_sources, data, host, paths, render, spack, stack
 from onestack.images import base
-from onestack.modules import publish
+from onestack.modules import dispatch, publish
 from onestack.problems import How, Problem, runner
 from onestack.spack import environment, scope, vendor
 from onestack.stack import site
@@ -67,8 +68,8 @@ def test_a_second_site_changes_no_shared_file(monkeypatch):
     other = stack.load()
     assert "fabrics=mrail" in other.flavor("qe/mkl-mvapich2").spack_spec
     assert "fabrics=nemesis" in default.flavor("qe/mkl-mvapich2").spack_spec
-    # Its nodes from Haswell on: built for AVX2, one level build above it.
-    assert " target=haswell " in other.flavor("hpl/openblas-mpich").spack_spec
+    # Its nodes from Haswell on: built for AVX2's level, one level build above it.
+    assert " target=x86_64_v3 " in other.flavor("hpl/openblas-mpich").spack_spec
     assert [level for level, _ in other.flavor("hpl/openblas-mpich").levels] == ["x86-64-v4"]
     assert " target=x86_64_v2 " in default.flavor("hpl/openblas-mpich").spack_spec
     env = {s.name: s.value for s in other.flavor("hpl/openblas-impi").env}
@@ -78,6 +79,31 @@ def test_a_second_site_changes_no_shared_file(monkeypatch):
     assert other.site.prefix == Path("/apps/onestack") and default.site.prefix == Path("/opt/onestack")
     assert other.flavor("qe/openblas-mpich").is_default is False  # the stack's default, not site default's
     assert other.flavor("qe/mkl-mvapich2").is_default and default.flavor("qe/openblas-mvapich2").is_default
+
+
+@pytest.mark.parametrize(
+    "generations, baseline, levels, at_most",
+    [
+        (["nehalem", "sandybridge", "haswell"], "x86_64_v2", ["x86-64-v3"], "x86-64-v3"),
+        (["haswell"], "x86_64_v3", [], "x86-64-v3"),
+        (["skylake_avx512"], "x86_64_v4", [], "x86-64-v4"),
+    ],
+)
+def test_a_site_of_other_cpu_generations_gets_their_builds(
+    generations, baseline, levels, at_most, tmp_path, monkeypatch
+):
+    """The shared data serves a site of any generations: its baseline is
+    the level of its oldest, its level builds those above; GROMACS's advice
+    for CPUs with one AVX-512 FMA unit (at most x86-64-v3) is raised to the
+    site's baseline where that is higher (the dispatcher refuses a level no
+    build has)."""
+    own = yaml.safe_load((paths.REPO / "sites" / "default" / "site.yaml").read_text())
+    (tmp_path / "site.yaml").write_text(yaml.safe_dump({**own, "cpu_generations": generations}))
+    monkeypatch.setenv("ONESTACK_SITE", str(tmp_path))
+    gromacs = stack.load().flavor("gromacs/openblas-mpich")
+    assert f" target={baseline} " in gromacs.spack_spec, gromacs.spack_spec
+    assert [level for level, _ in gromacs.levels] == levels
+    assert {r["level"] for r in dispatch.rules(gromacs)} == {at_most}
 
 
 def test_a_site_that_has_intels_compilers_gets_them_declared(tmp_path, monkeypatch):
@@ -157,7 +183,7 @@ def test_spack_config_carries_the_baseline_and_the_sites_permissions(tmp_path, m
     matrix = stack.load()
     config = yaml.safe_load(environment.render(matrix.select(), tmp_path).read_text())
     assert config["packages"]["all"] == {
-        "target": ["haswell"],  # the oldest of its cpu_generations
+        "target": ["x86_64_v3"],  # the level of the oldest of its cpu_generations
         "permissions": {"read": "group", "write": "user", "group": "hpcusers"},
     }
     spec = matrix.flavor("qe/mkl-mvapich2").spack_spec
@@ -861,3 +887,45 @@ def test_the_image_base_takes_the_mirror_from_either_apt_format(tmp_path, monkey
         f"Types: deb\nURIs: mirror+file://{tmp_path}/mirrors.list\nSuites: bookworm\nComponents: main\n"
     )
     assert base.debian_mirror() == ("http://listed.invalid/debian", "bookworm")
+
+
+@pytest.mark.parametrize(
+    "admin_file, kept",
+    [("{root}/releases/r0/init/admin.list", False), ("/etc/lmod/site-admin.list", True), ("", False)],
+)
+def test_the_init_script_goes_first_and_keeps_the_sites_own_settings(admin_file, kept, tmp_path):
+    """Sourcing a release's init script puts its tree first in MODULEPATH
+    and LMOD_RC, keeps the site's other entries, drops an earlier release's,
+    and leaves the site's own Lmod admin list (an earlier release's, which
+    set one of its own, goes)."""
+    root = tmp_path / "modules"
+    script = tmp_path / "bash"
+    render.write(
+        publish.TEMPLATES,
+        "init-bash.j2",
+        script,
+        release="r1",
+        example="hpl/openblas-mpich",
+        lmod_init=tmp_path / "no-lmod",  # never sourced: `module` is defined below
+        modulepath=f"{root}/releases/r1/flavors",
+        modules_root=root,
+        lmodrc=root / "releases" / "r1" / "init" / "lmodrc.lua",
+    )
+    before = {
+        "MODULEPATH": f"/site/modules:{root}/current/flavors",
+        "LMOD_RC": f"{root}/releases/r0/init/lmodrc.lua:/site/lmodrc.lua",
+        "LMOD_ADMIN_FILE": admin_file.format(root=root),
+    }
+    shell = 'module() { :; }\nsource "$1"\nprintf "%s\\n" "$MODULEPATH" "$LMOD_RC" "${LMOD_ADMIN_FILE-unset}"'
+    ran = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-c", shell, "bash", str(script)],
+        env={"PATH": os.environ["PATH"], **{k: v for k, v in before.items() if v}},
+        capture_output=True,
+        text=True,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.splitlines() == [
+        f"{root}/releases/r1/flavors:/site/modules",
+        f"{root}/releases/r1/init/lmodrc.lua:/site/lmodrc.lua",
+        before["LMOD_ADMIN_FILE"] if kept else "unset",
+    ]

@@ -368,12 +368,19 @@ def test_the_level_gain_is_judged_on_a_host_of_its_level_only(monkeypatch):
         ],
         figures,
     )
-    goal = {"figure": "ns_per_day", "at_least": 1.5, "on_level": "x86-64-v4"}
+    goal = {"figure": "ns_per_day", "at_least": 1.5, "on_level": "x86-64-v4", "over_level": "x86-64-v2"}
     monkeypatch.setattr(goals.host, "level", lambda: "v4")
     assert goals.level_gain(goal, gmx, {}) == {"figure": "1.67x (gromacs/a 30 -> 50)", "verdict": "met"}
     monkeypatch.setattr(goals.host, "level", lambda: "v3")
     elsewhere = goals.level_gain(goal, gmx, {})
     assert elsewhere == {"figure": "-", "verdict": "not measured: this host is x86-64-v3, the goal is for x86-64-v4"}
+    # At a site built for x86-64-v3, no build of the goal's baseline level
+    monkeypatch.setattr(goals.cpus, "baseline_level", lambda: "x86-64-v3")
+    other_site = goals.level_gain(goal, gmx, {})
+    assert other_site["verdict"].startswith(
+        "not applicable: the goal is over an x86-64-v2 build, and this site's "
+        "baseline is x86-64-v3 (sites/default/site.yaml: cpu_generations)"
+    ), other_site
 
 
 def _rounds(result: dict, **rounds) -> dict:
@@ -413,7 +420,9 @@ def test_a_gain_is_judged_on_the_interval_of_its_rounds(monkeypatch, dispatched,
         figures,
     )
     monkeypatch.setattr(goals.host, "level", lambda: "v4")
-    judged = goals.level_gain({"figure": "ns_per_day", "at_least": 1.5, "on_level": "x86-64-v4"}, gmx, {})
+    judged = goals.level_gain(
+        {"figure": "ns_per_day", "at_least": 1.5, "on_level": "x86-64-v4", "over_level": "x86-64-v2"}, gmx, {}
+    )
     assert judged["verdict"] == verdict, judged
     assert "[95% CI " in judged["figure"] and ", 3 pairs] (gromacs/a 30 -> " in judged["figure"], judged
 
@@ -457,7 +466,7 @@ def test_an_older_levels_gain_is_shown_forced_on_a_newer_host_but_not_judged(mon
         {**_result("gromacs/a-x86-64-v2-only", "baseline_level", ns_per_day=(29, 30, 31)), "of": "gromacs/a"},
     ]
     v3 = {**_result("gromacs/a-x86-64-v3-only", "level_build", ns_per_day=(44, 45, 46)), "of": "gromacs/a"}
-    goal = {"figure": "ns_per_day", "at_least": 1.3, "on_level": "x86-64-v3"}
+    goal = {"figure": "ns_per_day", "at_least": 1.3, "on_level": "x86-64-v3", "over_level": "x86-64-v2"}
     monkeypatch.setattr(goals.host, "level", lambda: "v4")
     shown = goals.level_gain(goal, _app([*runs, {**v3, "level": "x86-64-v3"}], figures), {})
     assert shown == {
@@ -512,9 +521,17 @@ def test_a_level_goal_is_judged_on_the_level_the_dispatcher_runs(monkeypatch):
         },
     ]
     monkeypatch.setattr(goals.host, "level", lambda: "v4")
-    v3 = goals.level_gain({"figure": "ns_per_day", "at_least": 1.3, "on_level": "x86-64-v3"}, _app(runs, figures), {})
+    v3 = goals.level_gain(
+        {"figure": "ns_per_day", "at_least": 1.3, "on_level": "x86-64-v3", "over_level": "x86-64-v2"},
+        _app(runs, figures),
+        {},
+    )
     assert not v3["verdict"].startswith("not measured"), v3
-    v4 = goals.level_gain({"figure": "ns_per_day", "at_least": 1.5, "on_level": "x86-64-v4"}, _app(runs, figures), {})
+    v4 = goals.level_gain(
+        {"figure": "ns_per_day", "at_least": 1.5, "on_level": "x86-64-v4", "over_level": "x86-64-v2"},
+        _app(runs, figures),
+        {},
+    )
     assert v4["verdict"] == (
         "not measured: this host is x86-64-v4, whose dispatcher runs its x86-64-v3 build (lower_level_on), "
         "the goal is for x86-64-v4"

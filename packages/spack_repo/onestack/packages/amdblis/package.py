@@ -2,8 +2,8 @@
 #
 # The builtin recipe hands BLIS a configuration taken from Spack's target: a
 # named one (x86_64, zen, zen2) where the target is exactly that, else "auto",
-# BLIS's own guess of the build host. The stack builds for x86_64_v2 (the
-# oldest generation of environments/cpus.yaml), which is none of those, so on
+# BLIS's own guess of the build host. The stack builds for the site's oldest
+# CPU generation (x86_64_v2 at sites/default), which is none of those, so on
 # a Zen 4 build host the library held Zen 4 kernels only: an illegal
 # instruction on every Intel generation of the site.
 #

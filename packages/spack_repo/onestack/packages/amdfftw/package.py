@@ -2,7 +2,7 @@
 #
 # The builtin recipe compiles FFTW's SIMD codelet sets (SSE2, AVX, AVX2,
 # AVX-512) only where Spack's target has the instructions: for the site's
-# baseline (x86_64_v2, environments/cpus.yaml) that is SSE2 alone, and every
+# baseline (x86_64_v2 at sites/default) that is SSE2 alone, and every
 # newer CPU would run SSE2 FFTs. FFTW compiles each codelet set with its own
 # flags and asks the CPU (CPUID and XGETBV) before its planner uses one, so
 # building all of them is safe on the oldest generation. AMD's dynamic

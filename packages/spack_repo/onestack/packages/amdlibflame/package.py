@@ -14,8 +14,8 @@
 # Code paths: LAPACK's time is spent in the BLAS it calls (AOCL-BLIS, which
 # picks its kernels per CPU at run time: packages/.../amdblis). libFLAME's
 # own vectorised kernels are compiled for one ISA (LF_ISA_CONFIG), which the
-# builtin derives from Spack's target: none for the site's baseline, so the
-# library runs on every generation of environments/cpus.yaml.
+# builtin derives from Spack's target, the site's baseline (none for
+# x86_64_v2), so the library runs on every CPU generation of the site.
 from spack_repo.builtin.packages.amdlibflame.package import Amdlibflame as BuiltinAmdlibflame
 
 from spack.package import *

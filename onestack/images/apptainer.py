@@ -59,14 +59,17 @@ FIXES = [
         r"signature not found|no signatures found|no groups found|image is not signed",
         "the image is unsigned: images are pushed signed (onestack/images/keys.py); do not use this one",
     ),
+    # Before the integrity rule: Apptainer 1.4 says "integrity: signature
+    # object N not valid: openpgp: signature made by unknown entity" of an
+    # image whose signer's key the keyring lacks.
+    (
+        r"key not found|public key .* not found|unknown issuer|entity not found|unknown entity",
+        "the signer's public key is not in your keyring: import the site's public key "
+        "(`apptainer key import site-signing.asc`)",
+    ),
     (
         r"integrity:|hash mismatch|signature verification failed|object integrity|digest mismatch",
         "the image changed after it was signed: do not use it; pull it again from the registry",
-    ),
-    (
-        r"key not found|public key .* not found|unknown issuer|entity not found",
-        "the signer's public key is not in your keyring: import the site's public key "
-        "(`apptainer key import site-signing.asc`)",
     ),
     (
         r"unauthorized|authentication required|\b401\b",
@@ -248,33 +251,48 @@ def sign(apptainer: Apptainer, image: Path, *, passphrase: str = "") -> None:
     apptainer.run(["sign", "--keyidx", "0", image], input=passphrase + "\n", timeout=TRANSFER_SECONDS)
 
 
-def verify(apptainer: Apptainer, image: Path) -> str:
-    """Checks every signed object of image against the local public keyring
-    (APPTAINER_KEYSDIR) only: --local, no key server is asked."""
-    return apptainer.run(["verify", "--local", image], timeout=TRANSFER_SECONDS).stdout
+class WrongSigner(ImageError):
+    pass
 
 
-def push(apptainer: Apptainer, image: Path, uri: str) -> None:
-    """Pushes a signed image (verified first: an unsigned or altered image is
-    never published) to oras://HOST:PORT/REPO:TAG."""
-    verify(apptainer, image)
+def verify(apptainer: Apptainer, image: Path, signer: str) -> None:
+    """Checks every signed object of image against the local public keys
+    (APPTAINER_KEYSDIR's keyring and the installation's global one: --local,
+    no key server is asked), and that the key of fingerprint `signer` signed
+    each: Apptainer accepts a signature by any key it holds (an older site
+    key, another center's), which is not the site's."""
+    argv = ["verify", "--local", "--json", image]
+    report = json.loads(apptainer.run(argv, timeout=TRANSFER_SECONDS).stdout)
+    found = {s["Signer"]["Fingerprint"].upper() for s in report["SignerKeys"] or []}
+    if found != {signer.upper()}:
+        raise WrongSigner(
+            f"{image}: signed by {', '.join(sorted(found)) or 'no key'}, not by the site's key {signer.upper()}: "
+            "do not use it; the site's images are signed by that key alone (`make images` signs them again)"
+        )
+
+
+def push(apptainer: Apptainer, image: Path, uri: str, signer: str) -> None:
+    """Pushes an image signed by `signer` (verified first: an unsigned,
+    altered or otherwise signed image is never published) to
+    oras://HOST:PORT/REPO:TAG."""
+    verify(apptainer, image, signer)
     apptainer.run(["push", image, uri], timeout=TRANSFER_SECONDS)
 
 
-def pull(apptainer: Apptainer, uri: str, image: Path) -> Path:
+def pull(apptainer: Apptainer, uri: str, image: Path, signer: str) -> Path:
     """Pulls uri into image only once the whole file is there and its
-    signature verifies; a failed, refused or killed pull never leaves a file
-    under image's name."""
+    signature by `signer` (a fingerprint) verifies; a failed, refused or
+    killed pull never leaves a file under image's name."""
 
     with files.replacing(image) as partial:
         # --disable-cache: the image goes straight to the partial file, not
         # also into the user's cache folder.
         apptainer.run(["pull", "--disable-cache", partial, uri], timeout=TRANSFER_SECONDS)
-        verify(apptainer, partial)
+        verify(apptainer, partial, signer)
     return image
 
 
-def sandbox(apptainer: Apptainer, image: Path, folder: Path) -> Path:
+def sandbox(apptainer: Apptainer, image: Path, folder: Path, signer: str) -> Path:
     """A verified SIF unpacked once into a folder (`apptainer build
     --sandbox`): what a host `mpirun` starts once per rank where FUSE is
     closed. `--unsquash` would unpack the whole image again for every rank,
@@ -283,7 +301,7 @@ def sandbox(apptainer: Apptainer, image: Path, folder: Path) -> Path:
     fails with "Too many open files" at the usual soft limit of 1024.
     Unpacked beside the folder and renamed into place: a failed unpack leaves
     the folder as it was, never half an image where mpirun would start it."""
-    verify(apptainer, image)
+    verify(apptainer, image, signer)
     with files.replacing(folder) as partial:
         apptainer.run(["build", "--sandbox", partial, image], timeout=BUILD_SECONDS)
     return folder

@@ -389,7 +389,7 @@ def _digest(context: Path) -> str:
     return digest.hexdigest()
 
 
-def _up_to_date(runner_: apptainer.Apptainer, image: Path, inputs: str) -> bool:
+def _up_to_date(runner_: apptainer.Apptainer, image: Path, inputs: str, signer: str) -> bool:
     """Made from the same inputs and signed by the site key of now (a key
     replaced since has its images signed again)."""
     if not image.is_file():
@@ -397,7 +397,7 @@ def _up_to_date(runner_: apptainer.Apptainer, image: Path, inputs: str) -> bool:
     try:
         if apptainer.inspect(runner_, image).get("org.onestack.image-inputs") != inputs:
             return False
-        apptainer.verify(runner_, image)
+        apptainer.verify(runner_, image, signer)
         return True
     except ImageError:
         return False
@@ -406,6 +406,8 @@ def _up_to_date(runner_: apptainer.Apptainer, image: Path, inputs: str) -> bool:
 def build(flavor: Flavor, roots: Dict[str, dict]) -> Path:
     """The flavor's signed SIF, rebuilt only when its inputs changed; a
     failed build leaves the previous image (or none) in place."""
+    if flavor.desktop_unfit:
+        raise ImageError(flavor.desktop_unfit)
     for root_hash in [*spack.build_hashes(flavor, roots), *helper_hashes(flavor, roots)]:
         spack.run(
             "buildcache", "push", "--update-index", "--unsigned", scope.BUILDCACHE_MIRROR, f"/{root_hash}", quiet=True
@@ -414,16 +416,16 @@ def build(flavor: Flavor, roots: Dict[str, dict]) -> Path:
     inputs = re.search(r"org.onestack.image-inputs (\S+)", (context / "flavor.def").read_text()).group(1)
     runner_ = apptainer.find(keys.signing_env())
     image = sif_path(flavor)
-    if _up_to_date(runner_, image, inputs):
+    signer = keys.ensure_site_key(runner_)
+    if _up_to_date(runner_, image, inputs, signer):
         print(f"==> images: {image.name} is up to date")
         return image
     print(f"==> images: building {image.name}", flush=True)
-    keys.ensure_site_key(runner_)
 
     with files.replacing(image) as partial:
         apptainer.build_into(runner_, context / "flavor.def", partial, binds=[f"{scope.buildcache_dir()}:{BUILDCACHE}"])
         apptainer.sign(runner_, partial, passphrase=keys.passphrase())
-        apptainer.verify(runner_, partial)
+        apptainer.verify(runner_, partial, signer)
     return image
 
 

@@ -92,10 +92,11 @@ def push_all() -> List[str]:
             f"push-images: no image of a flavor of the live release in {images_dir()}: run `make images` first"
         )
     runner = apptainer.find(keys.signing_env())
+    signer = keys.ensure_site_key(runner)
     for image in images:
-        apptainer.verify(runner, image)
+        apptainer.verify(runner, image, signer)
     _check_built_from_live_release(runner, images)
-    print(f"==> push-images: the site's public key for desktop users: {public_key()}")
+    print(f"==> push-images: the site's public key for desktop users: {public_key()} (fingerprint {signer})")
     apptainer.login(
         runner,
         settings["registry"].split("/")[0],
@@ -106,7 +107,7 @@ def push_all() -> List[str]:
     for image in images:
         reference = f"oras://{settings['registry']}/{image.stem}:{settings['tag']}"
         try:
-            apptainer.push(runner, image, reference)
+            apptainer.push(runner, image, reference, signer)
         except ImageError as err:
             raise ImageError(
                 f"push-images: {reference} failed after {len(pushed)} of {len(images)} images: "

@@ -101,6 +101,11 @@ class Flavor:
     threads: str = "none"  # none (MPI ranks only) or openmp (hybrid MPI+OpenMP)
     variants: str = ""  # its own Spack variants (the flavor's `variants`)
     own_usage: str = ""  # how to run it, where not as its application
+    # Its settings in an image, on a desktop (DESKTOP_FABRIC), and why its
+    # build cannot run there ("": it can), where the site's fabric is a build
+    # choice of its MPI (MVAPICH2's mrail needs InfiniBand)
+    desktop_env: Tuple[Setting, ...] = ()
+    desktop_unfit: str = ""
     # The version `<app>/<flavor>` loads, among the flavor's versions (one
     # application file each): the site's default version, else the newest.
     default_version: bool = True
@@ -580,6 +585,23 @@ def _check_threads_placeholder(file: Path, components: dict) -> None:
                 )
 
 
+# Where the images run: a desktop or laptop, shared memory and at most
+# Ethernet, whatever the site's fabric (every MPI says how it runs on each
+# fabric of components.yaml).
+DESKTOP_FABRIC = "tcp"
+
+
+def _desktop_unfit(mpi_name: str, mpi: dict, fabric: str) -> str:
+    """Why a flavor built for the site's fabric cannot run on a desktop, or ""."""
+    if _mpi_spec(mpi, fabric) == _mpi_spec(mpi, DESKTOP_FABRIC):
+        return ""
+    return (
+        f"its MPI, {mpi_name}, is built for the site's {fabric} ({mpi['fabrics'][fabric]['variants']}), "
+        f"which a desktop lacks; its build for {DESKTOP_FABRIC} ({mpi['fabrics'][DESKTOP_FABRIC]['variants']}) "
+        "is another build: no image of it"
+    )
+
+
 def _mpi_spec(mpi: dict, fabric: str) -> str:
     return f"{mpi['spec']} {mpi['fabrics'][fabric]['variants']}".strip()
 
@@ -653,6 +675,10 @@ def _flavor(file: Path, app: Application, kind: str, name: str, entry: dict, com
         spack_spec=_spack_spec(app, entry, components, site, providers, cpus.baseline_target()),
         providers=providers,
         env=_hybrid_env(entry["threads"], components, mpi["env"], mpi["fabrics"][site.fabric]["env"], math["env"]),
+        desktop_env=_hybrid_env(
+            entry["threads"], components, mpi["env"], mpi["fabrics"][DESKTOP_FABRIC]["env"], math["env"]
+        ),
+        desktop_unfit=_desktop_unfit(entry["mpi"], mpi, site.fabric),
         unavailable=(
             site.why_unavailable("compilers", entry["compiler"])
             + site.why_unavailable("mpis", entry["mpi"])

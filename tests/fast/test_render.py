@@ -18,7 +18,8 @@ import pytest
 import yaml
 
 from onestack import apt_sources, data, host, paths, render, spack, stack
-from onestack.images import base
+from onestack.images import ImageError, base
+from onestack.images import flavor as images
 from onestack.modules import dispatch, publish
 from onestack.problems import How, Problem, runner
 from onestack.spack import environment, scope, vendor
@@ -301,6 +302,7 @@ def _hostile_flavor(text: str):
         flavor,
         app=app,
         env=(Setting("ONESTACK_TEST", text, text),),
+        desktop_env=(Setting("ONESTACK_TEST", text, text),),
         preload=Preload("onestack-mkl-cpu-path", "libx.so", text),
     )
 
@@ -614,8 +616,6 @@ def test_vendor_environment_scripts_set_what_the_data_says(tmp_path):
 
 
 def _definition(flavor, help_text: str = "help") -> str:
-    from onestack.images import flavor as images
-
     return render.text(
         images.CONTAINERS,
         "flavor.def.j2",
@@ -665,6 +665,28 @@ def test_a_hybrid_images_threads_follow_the_job(given, threads, tmp_path):
     )
     assert proc.stdout == threads, f"{flavor.module_name}: OMP_NUM_THREADS={proc.stdout!r} with {given}"
     assert "{threads}" not in environment
+
+
+def test_an_infiniband_sites_images_run_on_a_desktop(monkeypatch):
+    """Images run on desktops, which have no InfiniBand: at a site whose
+    fabric is, they get the settings of shared memory and TCP, and a flavor
+    whose MPI is built for the fabric (MVAPICH2's mrail) gets no image, with
+    the reason."""
+    monkeypatch.setenv("ONESTACK_SITE", "example-infiniband")
+    impi = stack.load().flavor("hpl/openblas-impi")
+    assert ("I_MPI_OFI_PROVIDER", "mlx") in [(s.name, s.value) for s in impi.env]
+    environment = _definition(impi).split("%environment\n")[1].split("\n%")[0]
+    assert "export I_MPI_OFI_PROVIDER=tcp" in environment and "mlx" not in environment, environment
+    ompi = stack.load().flavor("hpl/openblas-openmpi")
+    assert "ucx" not in _definition(ompi).split("%environment\n")[1].split("\n%")[0]
+    assert not impi.desktop_unfit and not ompi.desktop_unfit
+    mvapich2 = stack.load().flavor("hpl/openblas-mvapich2")
+    assert "fabrics=mrail" in mvapich2.spack_spec
+    assert mvapich2.desktop_unfit.startswith("its MPI, mvapich2, is built for the site's infiniband (fabrics=mrail)")
+    with pytest.raises(ImageError, match="which a desktop lacks"):
+        images.build(mvapich2, {})
+    monkeypatch.delenv("ONESTACK_SITE")
+    assert not any(f.desktop_unfit for f in stack.load().flavors), "the default site's fabric is a desktop's"
 
 
 @pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))

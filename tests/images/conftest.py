@@ -125,6 +125,7 @@ class Desktop:
 
     apptainer: apptainer.Apptainer
     home: Path
+    signer: str  # the site key's fingerprint, which the site publishes beside its public key
 
 
 def _ensure_user(name: str) -> None:
@@ -136,7 +137,7 @@ def _ensure_user(name: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def desktop(runner, workdir, reg, public_key) -> Desktop:
+def desktop(runner, workdir, reg, public_key, signer) -> Desktop:
     """The desktop user, logged in to the registry, with the site's public
     key (and no secret key) in their keyring."""
     _ensure_user(DESKTOP_USER)
@@ -160,4 +161,4 @@ def desktop(runner, workdir, reg, public_key) -> Desktop:
     shutil.copy2(public_key, home / "site-signing.asc")
     keys.import_public_key(own, home / "site-signing.asc")
     apptainer.login(own, reg.host, reg.username, reg.password)
-    return Desktop(own, home)
+    return Desktop(own, home, signer[1])

@@ -4,7 +4,7 @@ here by the openssl CLI and basic auth from a bcrypt htpasswd file
 (`htpasswd` of apache2-utils).
 
     with registry.running(folder) as reg:
-        apptainer.push(image, reg.oras_uri("onestack/tiny", "v1"))
+        apptainer.push(runner, image, reg.oras_uri("onestack/tiny", "v1"), fingerprint)
 
 Clients trust the CA through `reg.trust_env()`, without --insecure and
 without touching the system's trust store (nothing else on the machine sees

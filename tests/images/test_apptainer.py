@@ -22,24 +22,36 @@ def test_installation_is_the_pinned_version(runner):
 
 def test_signed_image_verifies(signer, signed_sif):
     runner_with_key, fingerprint = signer
-    report = timed("apptainer verify", apptainer.verify, runner_with_key, signed_sif)
-    assert fingerprint in report.upper().replace(" ", "")
+    timed("apptainer verify", apptainer.verify, runner_with_key, signed_sif, fingerprint)
+    # Signed, and verified, but by a key that is not the one asked for
+    other = "0" * 40
+    with pytest.raises(apptainer.WrongSigner, match=f"signed by {fingerprint}, not by the site's key {other}"):
+        apptainer.verify(runner_with_key, signed_sif, other)
+
+
+def test_an_image_whose_signer_the_keyring_lacks_says_to_import_the_key(runner, signed_sif, workdir):
+    """Apptainer calls it an integrity error; the fix is the missing key."""
+    empty = workdir / "empty-keyring"
+    empty.mkdir(mode=0o700)
+    with pytest.raises(ApptainerError) as err:
+        apptainer.verify(runner.with_env(**keys.keyring_env(empty)), signed_sif, "0" * 40)
+    assert "import the site's public key" in err.value.fix, err.value
 
 
 def test_unsigned_image_fails_verify(signer, tiny_sif):
-    runner_with_key, _ = signer
+    runner_with_key, fingerprint = signer
     with pytest.raises(ApptainerError) as err:
-        apptainer.verify(runner_with_key, tiny_sif)
+        apptainer.verify(runner_with_key, tiny_sif, fingerprint)
     assert "unsigned" in err.value.fix
 
 
 def test_one_changed_byte_fails_verify(signer, signed_sif, workdir):
-    runner_with_key, _ = signer
+    runner_with_key, fingerprint = signer
     image = workdir / "tampered.sif"
     shutil.copy2(signed_sif, image)
     tamper(image, apptainer.sif_objects(runner_with_key, image))
     with pytest.raises(ApptainerError) as err:
-        apptainer.verify(runner_with_key, image)
+        apptainer.verify(runner_with_key, image, fingerprint)
     assert "changed after it was signed" in err.value.fix, err.value
 
 
@@ -61,7 +73,7 @@ def test_test_run_exec_and_labels(runner, signed_sif):
 
 def test_desktop_user_pulls_verifies_and_tests(pusher, signed_sif, reg, desktop):
     uri = reg.oras_uri("onestack/tiny", "v1")
-    timed("apptainer push (90 MB, loopback)", apptainer.push, pusher, signed_sif, uri)
+    timed("apptainer push (90 MB, loopback)", apptainer.push, pusher, signed_sif, uri, desktop.signer)
     # The desktop keyring holds the site's public key only.
     assert keys.fingerprints(desktop.apptainer, desktop.home / "keys", secret=True) == []
     assert len(keys.fingerprints(desktop.apptainer, desktop.home / "keys", secret=False)) == 1
@@ -69,7 +81,7 @@ def test_desktop_user_pulls_verifies_and_tests(pusher, signed_sif, reg, desktop)
     # What a killed pull leaves (a process id above Linux's pid_max: gone).
     stale = image.with_name(".tiny.sif.partial-999999999")
     stale.write_bytes(b"half an image")
-    timed("apptainer pull + verify (desktop user)", apptainer.pull, desktop.apptainer, uri, image)
+    timed("apptainer pull + verify (desktop user)", apptainer.pull, desktop.apptainer, uri, image, desktop.signer)
     assert pwd.getpwuid(os.stat(image).st_uid).pw_name == DESKTOP_USER
     assert listing(image.parent) == ["tiny.sif"]
     tested = timed("apptainer test (desktop user)", apptainer.test, desktop.apptainer, image)

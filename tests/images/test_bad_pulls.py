@@ -30,7 +30,7 @@ def dest(desktop, request):
 
 def refused_pull(desktop, uri, folder) -> ApptainerError:
     with pytest.raises(ApptainerError) as err:
-        apptainer.pull(desktop.apptainer, uri, folder / "tiny.sif")
+        apptainer.pull(desktop.apptainer, uri, folder / "tiny.sif", desktop.signer)
     assert listing(folder) == [], "a refused pull left files behind"
     print(f"refused as expected:\n{err.value}")
     return err.value
@@ -49,7 +49,7 @@ def test_missing_tag(desktop, reg, dest):
 
 def test_wrong_password(pusher, signed_sif, desktop, reg, dest):
     uri = reg.oras_uri("onestack/tiny", "wrong-password")
-    apptainer.push(pusher, signed_sif, uri)
+    apptainer.push(pusher, signed_sif, uri, desktop.signer)
     config = dest.parent / "wrong-password-config"  # credentials of their own
     config.mkdir()
     user = pwd.getpwnam(DESKTOP_USER)
@@ -68,7 +68,7 @@ def test_wrong_password(pusher, signed_sif, desktop, reg, dest):
 def test_unsigned_image_is_not_pushed_and_not_pulled(pusher, tiny_sif, desktop, reg, dest):
     uri = reg.oras_uri("onestack/unsigned", "v1")
     with pytest.raises(ApptainerError) as refused:
-        apptainer.push(pusher, tiny_sif, uri)  # onestack's push verifies first
+        apptainer.push(pusher, tiny_sif, uri, desktop.signer)  # onestack's push verifies first
     assert "unsigned" in refused.value.fix, refused.value
     push_unchecked(pusher, tiny_sif, uri)
     err = refused_pull(desktop, uri, dest)
@@ -81,7 +81,7 @@ def test_tampered_image_is_not_pushed_and_not_pulled(pusher, signed_sif, desktop
     tamper(image, apptainer.sif_objects(pusher, image))
     uri = reg.oras_uri("onestack/tampered", "v1")
     with pytest.raises(ApptainerError) as refused:
-        apptainer.push(pusher, image, uri)
+        apptainer.push(pusher, image, uri, desktop.signer)
     assert "changed after it was signed" in refused.value.fix, refused.value
     push_unchecked(pusher, image, uri)
     err = refused_pull(desktop, uri, dest)
@@ -96,7 +96,7 @@ def test_registry_down(desktop, dest):
 
 def test_full_disk(pusher, signed_sif, desktop, reg, dest):
     uri = reg.oras_uri("onestack/tiny", "full-disk")
-    apptainer.push(pusher, signed_sif, uri)
+    apptainer.push(pusher, signed_sif, uri, desktop.signer)
     user = pwd.getpwnam(DESKTOP_USER)
     subprocess.run(
         [

@@ -54,7 +54,7 @@ def test_site_key_with_passphrase_imports_and_signs(runner, site_key_file, tiny_
     image = workdir / "site-signed.sif"
     shutil.copy2(tiny_sif, image)
     apptainer.sign(signer, image, passphrase=keys.passphrase())
-    assert fingerprint in apptainer.verify(signer, image).upper().replace(" ", "")
+    apptainer.verify(signer, image, fingerprint)
     image.unlink()
     shutil.rmtree(workdir / "site-keys")
 

@@ -113,7 +113,11 @@ def test_the_problem_runs_with_the_images_own_mpi(runner, built, init_script, tm
 
 def test_host_intel_mpi_starts_one_container_per_rank(runner, built, init_script, tmp_path):
     """A desktop's own MPI of the family: the host's mpirun (Intel MPI)
-    starts the image's build once per rank, its libraries bound in."""
+    starts the image's build once per rank, its libraries bound in. The
+    image's own Intel MPI is the host's wheel at the same path, so this
+    proves the launch (one container per rank, the PMI across the container
+    boundary, the binds accepted), not a swap of MPI: an MPICH build on Intel
+    MPI's libraries is tests/test_mpi_abi.py's, on the host."""
     how = _runner_how(
         runner,
         built[FLAVOR],

@@ -8,7 +8,7 @@ configuration: no package host is written into the repository."""
 import hashlib
 import re
 from pathlib import Path
-from typing import Tuple
+from typing import List, Tuple
 
 from onestack import apt_sources, files, paths
 from onestack.errors import OnestackError
@@ -41,6 +41,29 @@ def debian_mirror() -> Tuple[str, str]:
             f"{entry.file}: URIs {mirror!r} / suite {suite!r} cannot go into a definition header (one URL, no spaces)"
         )
     return mirror, suite
+
+
+UPDATES = ("updates", "security")
+
+
+def debian_updates() -> List[Tuple[str, str]]:
+    """(mirror URL, suite) of this machine's Debian entries for its release's
+    updates and security suites (bookworm-updates, bookworm-security), which
+    the images install from too: the base's debootstrap knows the release
+    alone, and an image without them would miss Debian's security fixes."""
+    codename = apt_sources.release_codename()
+    found = []
+    for suite in (f"{codename}-{kind}" for kind in UPDATES):
+        entry = next((e for e in apt_sources.entries() if suite in e.suites), None)
+        if entry is None:
+            continue
+        mirror = _mirror_of(entry.uris[0])
+        if not MIRROR_PATTERN.fullmatch(mirror):
+            raise ImageError(
+                f"{entry.file}: URIs {mirror!r} of {suite} cannot go into an apt line (one URL, no spaces)"
+            )
+        found.append((mirror, suite))
+    return found
 
 
 def base_image(runner: apptainer.Apptainer) -> Path:

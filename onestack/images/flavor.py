@@ -272,7 +272,9 @@ def write_context(flavor: Flavor, roots: Dict[str, dict]) -> Path:
     with files.replacing(out) as tmp:
         setup = tmp / "setup"
         setup.mkdir(parents=True)
-        render.write(CONTAINERS, "apt.sh.j2", setup / "apt.sh", components=config()["components"])
+        render.write(
+            CONTAINERS, "apt.sh.j2", setup / "apt.sh", components=config()["components"], updates=base.debian_updates()
+        )
         render.write(CONTAINERS, "vendor-layouts.sh.j2", setup / "vendor-layouts.sh", layouts=layouts)
         _spack_scope(setup / "spack-scope")
         image_builds = [(level, _in_image(folder)) for level, folder in builds]

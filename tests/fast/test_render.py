@@ -904,6 +904,25 @@ def test_the_image_base_takes_the_mirror_from_either_apt_format(tmp_path, monkey
         "Types: deb\nURIs: http://stanza.invalid/debian\nSuites: bookworm bookworm-updates\nComponents: main\n"
     )
     assert base.debian_mirror() == ("http://stanza.invalid/debian", "bookworm")
+    # The images install Debian's updates and security fixes from the same entries
+    updates = [
+        ("http://stanza.invalid/debian", "bookworm-updates"),
+        ("http://one.invalid/debian-security", "bookworm-security"),
+    ]
+    assert base.debian_updates() == updates
+    apt_sh = render.text(images.CONTAINERS, "apt.sh.j2", components=["main", "non-free"], updates=updates)
+    sources = tmp_path / "image-sources.list"
+    sources.write_text("deb http://stanza.invalid/debian bookworm main\n")
+    lines = [
+        line.replace("/etc/apt/sources.list", str(sources)) for line in apt_sh.splitlines() if "sources.list" in line
+    ]
+    for _ in range(2):  # each stage that installs runs it; a line is added once
+        subprocess.run(["sh", "-ec", "\n".join(lines)], check=True)
+    assert sources.read_text().splitlines() == [
+        "deb http://stanza.invalid/debian bookworm main non-free",
+        "deb http://stanza.invalid/debian bookworm-updates main non-free",
+        "deb http://one.invalid/debian-security bookworm-security main non-free",
+    ]
     (tmp_path / "mirrors.list").write_text("http://listed.invalid/debian\tpriority:1\nhttp://second.invalid/debian\n")
     (tmp_path / "sources.list.d" / "debian.sources").write_text(
         f"Types: deb\nURIs: mirror+file://{tmp_path}/mirrors.list\nSuites: bookworm\nComponents: main\n"

@@ -268,8 +268,8 @@ class Matrix:
         return _mpi_spec(self.components["mpis"][name], self.site.fabric)
 
     def mpi_env(self, name: str) -> Tuple[Setting, ...]:
-        """The settings of an MPI of components.yaml on the site's fabric."""
-        return _mpi_settings(self.components["mpis"][name], self.site.fabric)
+        """The settings of an MPI of components.yaml on the site's fabric, the site's own over them."""
+        return _mpi_settings(self.components["mpis"][name], self.site.fabric, self.site.mpi_settings.get(name, {}))
 
 
 # The exec-time dispatcher in front of every flavor's programs: built for
@@ -440,9 +440,9 @@ def _settings(*envs: dict, hybrid: bool = False) -> Tuple[Setting, ...]:
     return tuple(chosen.values())
 
 
-def _mpi_settings(mpi: dict, fabric: str) -> Tuple[Setting, ...]:
-    """An MPI's settings of components.yaml, its fabric's over its own."""
-    return _settings(mpi["env"], mpi["fabrics"][fabric]["env"])
+def _mpi_settings(mpi: dict, fabric: str, site_env: dict) -> Tuple[Setting, ...]:
+    """An MPI's settings of components.yaml, its fabric's over its own, the site's over both."""
+    return _settings(mpi["env"], mpi["fabrics"][fabric]["env"], site_env)
 
 
 def _preload(math: dict) -> Optional[Preload]:
@@ -465,6 +465,10 @@ def _check_components(file: Path, components: dict, site: Site) -> None:
     check_choice(site.file, "fabric", site.fabric, fabrics, "fabric", f"fabrics of {data.location(file)}")
     for name, translator in components["translators"].items():
         check_choice(file, f"translators.{name}.to", translator["to"], components["mpis"], "MPI", "keys of mpis")
+    for name in site.mpi_settings:
+        check_choice(
+            site.file, f"mpi_settings.{name}", name, components["mpis"], "MPI", f"mpis of {data.location(file)}"
+        )
     for kind, names in site.unavailable.items():
         for name in names:
             check_choice(
@@ -674,7 +678,14 @@ def _flavor(file: Path, app: Application, kind: str, name: str, entry: dict, com
         math=entry["math"],
         spack_spec=_spack_spec(app, entry, components, site, providers, cpus.baseline_target()),
         providers=providers,
-        env=_hybrid_env(entry["threads"], components, mpi["env"], mpi["fabrics"][site.fabric]["env"], math["env"]),
+        env=_hybrid_env(
+            entry["threads"],
+            components,
+            mpi["env"],
+            mpi["fabrics"][site.fabric]["env"],
+            site.mpi_settings.get(entry["mpi"], {}),
+            math["env"],
+        ),
         desktop_env=_hybrid_env(
             entry["threads"], components, mpi["env"], mpi["fabrics"][DESKTOP_FABRIC]["env"], math["env"]
         ),
@@ -953,7 +964,7 @@ def _runtimes(components: dict, site: Site) -> Tuple[Runtime, ...]:
             name,
             _mpi_spec(mpi, site.fabric),
             mpi["abi"],
-            _mpi_settings(mpi, site.fabric),
+            _mpi_settings(mpi, site.fabric, site.mpi_settings.get(name, {})),
             tuple(mpi.get("serves", [mpi["abi"]])),
             ci_build=mpi["ci_build"],
         )
@@ -973,7 +984,12 @@ def _translator(name: str, translator: dict, components: dict, site: Site) -> Ru
         name,
         translator["spec"],
         target["abi"],
-        _settings(translator["env"], target["env"], target["fabrics"][site.fabric]["env"]),
+        _settings(
+            translator["env"],
+            target["env"],
+            target["fabrics"][site.fabric]["env"],
+            site.mpi_settings.get(translator["to"], {}),
+        ),
         tuple(translator["serves"]),
         to=translator["to"],
         preload=tuple(translator["preload"]),

@@ -25,6 +25,7 @@ class Site:
     unavailable: Dict[str, Dict[str, str]]  # kind (compilers, mpis, math) -> name -> why
     default_flavors: Dict[str, Dict[str, str]]  # app module -> {flavor, why}
     compilers: Dict[str, dict]  # compiler -> Spack external (spec, prefix, extra_attributes)
+    mpi_settings: Dict[str, dict]  # MPI -> its runtime settings here, over components.yaml's
     # app module -> {default: version, deprecated: {version: message}, hidden: [version]}
     cpu_generations: List[str]  # names of environments/cpus.yaml's generations, oldest first
     versions: Dict[str, dict] = None
@@ -64,6 +65,7 @@ def _load(folder: Path) -> Site:
         unavailable={kind: site["unavailable"].get(kind, {}) for kind in ("compilers", "mpis", "math")},
         default_flavors=site["default_flavors"],
         compilers=site["compilers"],
+        mpi_settings=site["mpi_settings"],
         versions=site["versions"],
         cpu_generations=site["cpu_generations"],
     )

@@ -107,6 +107,25 @@ def test_a_site_of_other_cpu_generations_gets_their_builds(
     assert {r["level"] for r in dispatch.rules(gromacs)} == {at_most}
 
 
+def test_a_sites_own_mpi_settings_go_over_the_stacks(tmp_path, monkeypatch):
+    """A site whose Slurm serves MPICH and Intel MPI over its PMIx plugin
+    says so in its site file: the flavors' and runtimes' modules set it, with
+    the site's reason; the images, for desktops, keep the stack's."""
+    own = yaml.safe_load((paths.REPO / "sites" / "default" / "site.yaml").read_text())
+    pmix = {"SLURM_MPI_TYPE": {"value": "pmix", "why": "this site's Slurm has no pmi2 plugin"}}
+    (tmp_path / "site.yaml").write_text(yaml.safe_dump({**own, "mpi_settings": {"mpich": pmix, "impi": pmix}}))
+    monkeypatch.setenv("ONESTACK_SITE", str(tmp_path))
+    for module in ("hpl/openblas-mpich", "hpl/openblas-impi"):
+        flavor = stack.load().flavor(module)
+        assert ("SLURM_MPI_TYPE", "pmix", "this site's Slurm has no pmi2 plugin") in [
+            (s.name, s.value, s.why) for s in flavor.env
+        ], module
+        assert ("SLURM_MPI_TYPE", "pmi2") in [(s.name, s.value) for s in flavor.desktop_env], module
+    runtime = next(r for r in stack.load().runtimes if r.name == "impi")
+    assert ("SLURM_MPI_TYPE", "pmix") in [(s.name, s.value) for s in runtime.env]
+    assert ("SLURM_MPI_TYPE", "pmix") in [(s.name, s.value) for s in stack.load().mpi_env("mpich")]
+
+
 def test_a_site_that_has_intels_compilers_gets_them_declared(tmp_path, monkeypatch):
     """`spack external find` looks on the OS's PATH only: the compilers a
     site has in a vendor's prefix are declared in its Spack scope, from its

@@ -65,7 +65,7 @@ FIXES = [
     (
         r"key not found|public key .* not found|unknown issuer|entity not found|unknown entity",
         "the signer's public key is not in your keyring: import the site's public key "
-        "(`apptainer key import site-signing.asc`)",
+        "(`apptainer key import site-signing.asc`); if you have, another key signed it: do not use it",
     ),
     (
         r"integrity:|hash mismatch|signature verification failed|object integrity|digest mismatch",
@@ -262,12 +262,17 @@ def verify(apptainer: Apptainer, image: Path, signer: str) -> None:
     each: Apptainer accepts a signature by any key it holds (an older site
     key, another center's), which is not the site's."""
     argv = ["verify", "--local", "--json", image]
-    report = json.loads(apptainer.run(argv, timeout=TRANSFER_SECONDS).stdout)
-    found = {s["Signer"]["Fingerprint"].upper() for s in report["SignerKeys"] or []}
+    printed = apptainer.run(argv, timeout=TRANSFER_SECONDS).stdout
+    try:
+        found = {s["Signer"]["Fingerprint"].upper() for s in json.loads(printed)["SignerKeys"] or []}
+    except (ValueError, KeyError, TypeError):
+        raise ImageError(
+            f"`apptainer {' '.join(map(str, argv))}` printed no report of its signers: {printed[:300]!r}"
+        ) from None
     if found != {signer.upper()}:
         raise WrongSigner(
             f"{image}: signed by {', '.join(sorted(found)) or 'no key'}, not by the site's key {signer.upper()}: "
-            "do not use it; the site's images are signed by that key alone (`make images` signs them again)"
+            "not the site's image, do not use it"
         )
 
 

@@ -437,6 +437,11 @@ def build_all(selected: List[Flavor]) -> List[Path]:
     and the command then fails: the previous image of a flavor whose build
     failed stays in place, but must not pass for an image of this commit."""
     built, roots = spack.installed([f for f in selected if f.published])
+    for flavor in (f for f in built if f.desktop_unfit):
+        print(f"==> images: no image of {flavor.module_name}: {flavor.desktop_unfit}")
+    if built and all(f.desktop_unfit for f in built):
+        raise ImageError("no image of the flavors asked for: they run only on the site's fabric (above)")
+    built = [f for f in built if not f.desktop_unfit]
     images, refused = [], []
     for flavor in built:
         try:

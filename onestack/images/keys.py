@@ -115,6 +115,18 @@ def _check_configured(apptainer: Apptainer, folder: Path, fingerprint: str) -> N
         )
 
 
+def site_key(apptainer: Apptainer) -> str:
+    """The fingerprint of the site key that signed the images (never a new
+    one: images signed by another key are not the site's)."""
+    found = fingerprints(apptainer, keys_dir(), secret=True)
+    if not found:
+        raise ImageError(
+            f"no site signing key in {keys_dir()}: the images were signed by one; give it back "
+            f"({KEY_ENV}, or {KEYSDIR_ENV} naming the folder that holds it)"
+        )
+    return found[0]
+
+
 def ensure_site_key(apptainer: Apptainer) -> str:
     """The fingerprint of the site key, made or imported into keys_dir()
     if it holds none yet. The keyring appears complete or not at all."""

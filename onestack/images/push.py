@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import List, Optional
 
-from onestack import paths, spack
+from onestack import paths, spack, stack
 from onestack.images import ImageError, apptainer, keys
 from onestack.images.flavor import images_dir, module_image
 from onestack.modules import publish
@@ -49,13 +49,18 @@ def _settings(command: str) -> dict:
 def live_images() -> List[Path]:
     """The images of `make -s where-images` that belong to the live
     release's flavors. Any other image there (a flavor no longer offered, or
-    no longer published) is named and left out: pushed under the release's
-    tag, it would pass for one of its flavors."""
+    no longer published, or one whose build runs on the site's fabric alone,
+    made before such flavors got none) is named and left out: pushed under
+    the release's tag, it would pass for one of its flavors."""
     release = publish.current_release()
-    live = (module_image(name) for name in publish.release_manifest(release)["flavors"])
+    unfit = {f.module_name for f in stack.load().flavors if f.desktop_unfit}
+    live = (module_image(name) for name in publish.release_manifest(release)["flavors"] if name not in unfit)
     images = sorted(image for image in live if image.is_file())
     for other in sorted(set(images_dir().glob("*.sif")) - set(images)):
-        print(f"==> push-images: left out {other}: not the image of a flavor of the live release ({release.name})")
+        print(
+            f"==> push-images: left out {other}: not the image of a flavor of the live release ({release.name}) "
+            "that runs on a desktop"
+        )
     return images
 
 
@@ -92,7 +97,7 @@ def push_all() -> List[str]:
             f"push-images: no image of a flavor of the live release in {images_dir()}: run `make images` first"
         )
     runner = apptainer.find(keys.signing_env())
-    signer = keys.ensure_site_key(runner)
+    signer = keys.site_key(runner)
     for image in images:
         apptainer.verify(runner, image, signer)
     _check_built_from_live_release(runner, images)

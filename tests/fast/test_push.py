@@ -61,7 +61,7 @@ def test_an_image_not_built_from_the_live_release_is_not_pushed(live, monkeypatc
     image.write_text("an image")
     monkeypatch.setattr(push.keys, "signing_env", lambda: {})
     monkeypatch.setattr(push.apptainer, "find", lambda env: None)
-    monkeypatch.setattr(push.keys, "ensure_site_key", lambda runner: "F" * 40)
+    monkeypatch.setattr(push.keys, "site_key", lambda runner: "F" * 40)
     monkeypatch.setattr(push.apptainer, "verify", lambda runner, image, signer: None)
     labels = {"org.onestack.spack-hashes": "live0hash older1hash dispatcherhash"}
     monkeypatch.setattr(push.apptainer, "inspect", lambda runner, image: labels)

@@ -704,6 +704,12 @@ def test_an_infiniband_sites_images_run_on_a_desktop(monkeypatch):
     assert mvapich2.desktop_unfit.startswith("its MPI, mvapich2, is built for the site's infiniband (fabrics=mrail)")
     with pytest.raises(ImageError, match="which a desktop lacks"):
         images.build(mvapich2, {})
+    # `make images` builds the others, and fails only where none is left
+    monkeypatch.setattr(images.spack, "installed", lambda flavors: (flavors, {}))
+    monkeypatch.setattr(images, "build", lambda flavor, roots: flavor.module_name)
+    assert images.build_all([impi, mvapich2]) == ["hpl/openblas-impi"]
+    with pytest.raises(ImageError, match="they run only on the site's fabric"):
+        images.build_all([mvapich2])
     monkeypatch.delenv("ONESTACK_SITE")
     assert not any(f.desktop_unfit for f in stack.load().flavors), "the default site's fabric is a desktop's"
 

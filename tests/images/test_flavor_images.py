@@ -21,6 +21,7 @@ from onestack import problems, stack
 from onestack.images import apptainer
 from onestack.images import flavor as images
 from onestack.modules import lmod
+from onestack.stack import cpus
 
 from .image_helpers import timed
 
@@ -55,7 +56,7 @@ def test_the_image_is_signed_and_labelled(signer, built):
         apptainer.verify(runner_with_key, image, fingerprint)
         labels = apptainer.inspect(runner_with_key, image)
         assert labels["org.onestack.flavor"] == module
-        assert labels["org.onestack.cpu-levels"].startswith("x86-64-v2")
+        assert labels["org.onestack.cpu-levels"].startswith(cpus.baseline_level())
         print(f"{module}: {image.stat().st_size / 1e6:.0f} MB, levels {labels['org.onestack.cpu-levels']}")
 
 

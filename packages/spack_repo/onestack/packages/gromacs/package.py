@@ -16,7 +16,7 @@ class Gromacs(BuiltinGromacs):
 
     Per-generation code: GROMACS compiles its kernels for one SIMD level
     (GMX_SIMD), which the builtin recipe picks from the spec's target; the
-    stack builds it once per x86-64 level of environments/cpus.yaml (SSE4.1
+    stack builds it once per x86-64 level of the site's CPU generations (SSE4.1
     for x86-64-v2, AVX2_256 for -v3, AVX_512 for -v4) behind one entry point
     (onestack-dispatch), like every level flavor."""
 

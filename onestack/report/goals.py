@@ -3,8 +3,9 @@ figures by the function of its kind, with the figure shown and a verdict of
 met, MISSED, or why it was not measured."""
 
 import functools
+import math
 from pathlib import Path
-from typing import Callable, Dict, List, NamedTuple, Optional
+from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 from onestack import data, host, paths
 from onestack.report import pairs, start_cost
@@ -78,23 +79,40 @@ def flavor_over(goal: dict, app: dict, peak: dict) -> dict:
     its accelerated styles, or a hybrid flavor's threads) is than the yardstick's best (the reference
     build, or a baseline in any of its styles): the geometric mean over the
     headline cases, with its interval from the rounds they ran side by side."""
-    rows = [row for name, case in _headline(app["cases"]).items() if (row := _flavor_row(goal, name, case))]
+    rows = []
+    for name, case in _headline(app["cases"]).items():
+        ours, theirs = _contenders(goal, case)
+        if not (ours and theirs and goal["figure"] in case["figures"]):
+            continue
+        failed = _failed(ours + theirs, goal["figure"])
+        if failed:
+            return {"figure": "-", "verdict": f"not measured: {failed}"}
+        how = case["figures"][goal["figure"]]
+        best, yardstick = (_best(runs, goal["figure"], how["better"]) for runs in (ours, theirs))
+        label = f"{best['label']} over {yardstick['label']} on {name}:"
+        rows.append(_side(label, name, yardstick, best, goal["figure"], how))
     if not rows:
         return {"figure": "-", "verdict": f"not measured: {_yardstick_missing(goal, app)}"}
     return {"figure": _gains_shown(rows), "verdict": _judged_gain(goal, rows)}
 
 
-def _flavor_row(goal: dict, name: str, case: dict) -> dict | None:
-    """One headline case's best path of the stack against the yardstick's
-    best, or None where either did not run."""
-    how = case["figures"].get(goal["figure"])
-    ran = [r for r in case["results"] if goal["figure"] in r["figures"]]
-    best = [r for r in ran if r["kind"] in ("flavor", "accelerated", "threaded")]
-    yardstick = [r for r in ran if r["kind"] == goal["versus"] or r.get("baseline") == goal["versus"]]
-    if not (best and yardstick and how):
-        return None
-    ours, theirs = (_best(runs, goal["figure"], how["better"]) for runs in (best, yardstick))
-    return _side(f"{ours['label']} over {theirs['label']} on {name}:", name, theirs, ours, goal["figure"], how)
+def _contenders(goal: dict, case: dict) -> Tuple[List[dict], List[dict]]:
+    """A case's runs of the stack's paths, and the yardstick's runs."""
+    results = case["results"]
+    ours = [r for r in results if r["kind"] in ("flavor", "accelerated", "threaded")]
+    theirs = [r for r in results if r["kind"] == goal["versus"] or r.get("baseline") == goal["versus"]]
+    return ours, theirs
+
+
+def _failed(runs: Iterable[dict], figure: str) -> Optional[str]:
+    """The first of the runs a goal compares that failed or printed no
+    `figure`, said: judged on the others, the goal would rest on a subset (a
+    yardstick's failed style, a flavor's failed second run) and could be
+    met by what did not run."""
+    for r in runs:
+        if r["error"] or figure not in r["figures"]:
+            return f"{r['label']}: {r['error'] or 'its output held no ' + figure}"
+    return None
 
 
 def _yardstick_missing(goal: dict, app: dict) -> str:
@@ -136,11 +154,13 @@ def _gap(goal: dict, rows: List[dict], missing: str) -> dict:
     if failed:
         return {"figure": "-", "verdict": f"not measured: {failed[0]['error']}"}
     figure = "; ".join(_native_row(r) for r in rows)
+    # Whole runs wholly beyond the goal miss it even where both sides run the
+    # same build: then what differs is not the build but how it is run.
+    if any(r["low"] > goal["at_most"] for r in rows):
+        return {"figure": figure, "verdict": "MISSED"}
     highs = [r["same_build"]["bound"] if r.get("same_build") else r["high"] for r in rows]
     if all(high <= goal["at_most"] for high in highs):
         return {"figure": figure, "verdict": "met"}
-    if any(r["low"] > goal["at_most"] and not r.get("same_build") for r in rows):
-        return {"figure": figure, "verdict": "MISSED"}
     return {"figure": figure, "verdict": f"not resolved: the interval spans {goal['at_most']:.0%}"}
 
 
@@ -203,16 +223,18 @@ def _round_gains(before: dict, after: dict, better: str) -> List[float]:
     return [_gain_of(b, a, better) for b, a in pairs_ if b is not None and a is not None]
 
 
-def _side_by_side(goal: dict, app: dict, matched: Callable[[List[dict]], List[tuple]]) -> List[Side]:
+def _side_by_side(goal: dict, app: dict, matched: Callable[[List[dict]], List[tuple]]) -> Tuple[List[Side], str]:
     """Each pair of runs of a flavor (first, second) in the same rounds, over
-    the headline cases."""
+    the headline cases; and the first pair's failure, said ("" if none)."""
     rows = []
     for name, case in _headline(app["cases"]).items():
         how = case["figures"].get(goal["figure"])
-        for off, on in matched(case["results"]):
-            if how and goal["figure"] in off["figures"] and goal["figure"] in on["figures"]:
-                rows.append(_side(off["of"], name, off, on, goal["figure"], how))
-    return rows
+        for off, on in matched(case["results"]) if how else []:
+            failed = _failed((on, off), goal["figure"])
+            if failed:
+                return [], failed
+            rows.append(_side(off["of"], name, off, on, goal["figure"], how))
+    return rows, ""
 
 
 def _side(flavor: str, case: str, off: dict, on: dict, figure: str, how: dict) -> Side:
@@ -226,9 +248,9 @@ def _gain(goal: dict, app: dict, kind: str, missing: str) -> dict:
     """A flavor's figure against its second run of `kind`: the geometric
     mean of the gains of every round over the flavors and headline cases,
     with its interval, judged as _judged_gain says."""
-    rows = _side_by_side(goal, app, _second_runs(kind))
+    rows, failed = _side_by_side(goal, app, _second_runs(kind))
     if not rows:
-        return {"figure": "-", "verdict": f"not measured: {missing}"}
+        return {"figure": "-", "verdict": f"not measured: {failed or missing}"}
     return {"figure": _gains_shown(rows), "verdict": _judged_gain(goal, rows)}
 
 
@@ -242,9 +264,12 @@ def _gains(rows: List[Side]) -> dict:
 
 def _judged_gain(goal: dict, rows: List[Side]) -> str:
     """Met or MISSED when the whole 95% interval of the gain is on one side
-    of the goal, else not resolved (the pairs' spread spans it); a run
-    without rounds kept is judged on its medians."""
+    of the goal, else not resolved (the pairs' spread spans it, or one
+    round, a reduced run's, has none); a results file without rounds kept is
+    judged on its medians."""
     found = _gains(rows)
+    if found["pairs"] < 2 and any(r.rounds for r in rows):
+        return "not resolved: one round, no interval"
     if found["pairs"] < 2:
         return _verdict(goal, 1 + found["gap"])
     low, high = 1 + found["low"], 1 + found["high"]
@@ -267,18 +292,44 @@ def _gains_shown(rows: List[Side]) -> str:
 
 def layout_gap(goal: dict, app: dict, peak: dict) -> dict:
     """A hybrid flavor as one rank with a thread per core against itself
-    with a rank per core (measure._threaded), at equal cores: met when every
-    case is within the goal, else MISSED, saying which layout wins where."""
-    rows = _side_by_side(goal, app, _second_runs("threaded"))
+    with a rank per core (measure._threaded), at equal cores, whichever
+    layout wins: met when every case's 95% interval is within the goal,
+    MISSED when one case's is wholly beyond it, else not resolved; the
+    figure says which layout wins where."""
+    rows, failed = _side_by_side(goal, app, _second_runs("threaded"))
     if not rows:
-        return {"figure": "-", "verdict": "not measured: no hybrid flavor ran"}
+        return {"figure": "-", "verdict": f"not measured: {failed or 'no hybrid flavor ran'}"}
     shown = "; ".join(
         f"{flavor} {case}: ranks {after:.3g}, threads {before:.3g} "
-        f"({'ranks' if gain >= 1 else 'threads'} faster by {abs(gain - 1):.1%})"
+        f"({'ranks' if gain >= 1 else 'threads'} faster by {max(gain, 1 / gain) - 1:.1%})"
         for flavor, case, before, after, gain, _ in rows
     )
-    within = all(abs(r.gain - 1) <= goal["at_most"] for r in rows)
-    return {"figure": shown, "verdict": "met" if within else "MISSED"}
+    verdicts = [_layout_verdict(r, goal["at_most"]) for r in rows]
+    unresolved = [v for v in verdicts if v.startswith("not resolved")]
+    verdict = "MISSED" if "MISSED" in verdicts else unresolved[0] if unresolved else "met"
+    return {"figure": shown, "verdict": verdict}
+
+
+def _layout_verdict(row: Side, at_most: float) -> str:
+    """A case's gap between the layouts as a log-ratio, so that either
+    layout ahead by the same share counts alike (threads 5% slower is ranks
+    1.05x faster, and the other way round)."""
+    bound = math.log1p(at_most)
+    found = pairs.interval(row.rounds or [row.gain])
+    if found["pairs"] < 2 and row.rounds:
+        return f"not resolved: {row.flavor} {row.case}: one round, no interval"
+    if found["pairs"] < 2:  # a results file without rounds: its medians
+        low = high = math.log(row.gain)
+    else:
+        low, high = math.log1p(found["low"]), math.log1p(found["high"])
+    if -bound <= low and high <= bound:
+        return "met"
+    if high < -bound or low > bound:
+        return "MISSED"
+    return (
+        f"not resolved: {row.flavor} {row.case}: the interval {math.exp(low):.3f}x .. {math.exp(high):.3f}x "
+        f"spans {1 / (1 + at_most):.3f}x .. {1 + at_most:.3f}x"
+    )
 
 
 def preload_gain(goal: dict, app: dict, peak: dict) -> dict:
@@ -302,30 +353,49 @@ def level_gain(goal: dict, app: dict, peak: dict) -> dict:
             f"baseline is {cpus.baseline_level()} ({cpus.where_chosen()})",
         }
     here = f"x86-64-{host.level()}"
-    picked = _picked(app) or here
-    if goal.get("on_level", picked) == picked:
+    picked, lowered = _picked(app) or (here, "")
+    # The level judged here: the CPU's, or the one the flavors' tables lower
+    # it to on this model; below the CPU's for want of a build, none.
+    judged = picked if lowered else here
+    on_level = goal.get("on_level", judged)
+    if on_level == judged == picked:
         return _gain(goal, app, "baseline_level", "no flavor with level builds ran")
-    lowered = f", whose dispatcher runs its {picked} build (lower_level_on)" if picked != here else ""
-    why = f"not measured: this host is {here}{lowered}, the goal is for {goal['on_level']}"
-    rows = _side_by_side(goal, app, _level_over_baseline(goal["on_level"]))
+    why = f"not measured: this host is {here}{_not_judged_here(here, picked, lowered)}, the goal is for {on_level}"
+    if on_level == picked:
+        rows, _ = _side_by_side(goal, app, _second_runs("baseline_level"))
+        shown = f"its {picked} build, the newest it has, against its baseline build, on this {here} host"
+    else:
+        rows, _ = _side_by_side(goal, app, _level_over_baseline(on_level))
+        shown = f"its {on_level} build against its baseline build, both forced on this {here} host"
     if not rows:
         return {"figure": "-", "verdict": why}
-    forced = f"its {goal['on_level']} build against its baseline build, both forced on this {here} host"
-    return {"figure": f"{_gains_shown(rows)}: {forced}", "verdict": why}
+    return {"figure": f"{_gains_shown(rows)}: {shown}", "verdict": why}
 
 
-def _picked(app: dict) -> Optional[str]:
+def _not_judged_here(here: str, picked: str, lowered: str) -> str:
+    """Why the dispatcher does not run a build of the host's level."""
+    if picked == here:
+        return ""
+    if lowered:
+        return f", whose dispatcher runs its {picked} build (lower_level_on)"
+    return f", and the flavors have no {here} build (the dispatcher runs their {picked} build)"
+
+
+def _picked(app: dict) -> Optional[Tuple[str, str]]:
     """The level the flavors' dispatchers ran on this host, as the runs of
-    their lower builds recorded it: below the CPU's own where a flavor's
-    table lowers it on this model."""
-    found = {r["picked"] for case in app["cases"].values() for r in case["results"] if "picked" in r}
+    their lower builds recorded it, and why it is below the CPU's where a
+    flavor's table lowers it on this CPU's model ("" if not)."""
+    found = {
+        (r["picked"], r.get("lowered", "")) for case in app["cases"].values() for r in case["results"] if "picked" in r
+    }
     return min(found) if found else None
 
 
 def emulated(goal: dict, app: dict, peak: dict) -> dict:
     """On the emulated generations: the fat build runs on every one, the
     native build on none of a lower x86-64 level than this machine (on the
-    others it may: a Zen build can run on a Haswell)."""
+    others it may: a Zen build can run on a Haswell), where it dies of an
+    illegal instruction; any other failure is not that proof."""
     rows = app.get("emulated")
     if not rows:
         return {"figure": "-", "verdict": "not measured: no native twin built, or a reduced run"}
@@ -336,6 +406,12 @@ def emulated(goal: dict, app: dict, peak: dict) -> dict:
         f"fat: {'runs on all ' + str(len(rows)) if fat_ok else 'FAILS on some'}; native runs on: "
         f"{', '.join(native_runs) or 'none'} (this CPU: x86-64-{host.level()})"
     )
+    other = next((r for r in rows if r["older"] and not r["native"]["passed"] and not r["native"].get("sigill")), None)
+    if fat_ok and not older_runs and other:
+        return {
+            "figure": figure,
+            "verdict": f"not measured: on {other['cpu']} the native build {other['native']['outcome']}",
+        }
     met = fat_ok and not older_runs and any(r["older"] for r in rows)
     return {"figure": figure, "verdict": "met" if met else "MISSED"}
 

@@ -9,6 +9,7 @@ further down the list; median and spread (min-max)."""
 
 import dataclasses
 import json
+import math
 import statistics
 import subprocess
 from pathlib import Path
@@ -43,6 +44,7 @@ def contestants(published: List[str]) -> List[dict]:
             "app": build.app.module,
             "kind": build.kind,
             "version": build.app.version,
+            "hybrid": build.threads != "none",
             "how": How(modules=(host,), path=(f"{root['prefix']}/bin",)),
         }
         # A native twin runs right after its fat flavor, so that the two meet
@@ -78,7 +80,8 @@ def _flavor_runs(flavor: Flavor, release: Path, published: List[str]) -> List[di
 
 
 def _beside(flavor: Flavor, suffix: str, label: str, kind: str, how: How, **more) -> dict:
-    """A second run of a flavor, measured right after it (`of`)."""
+    """A second run of a flavor, measured right after it (`of`), run as the
+    flavor is (a hybrid flavor's threads) unless `more` says otherwise."""
     return {
         "name": f"{flavor.module_name}-{suffix}",
         "of": flavor.module_name,
@@ -87,6 +90,7 @@ def _beside(flavor: Flavor, suffix: str, label: str, kind: str, how: How, **more
         "kind": kind,
         "version": flavor.app.version,
         "how": how,
+        "hybrid": flavor.threads != "none",
         **more,
     }
 
@@ -108,9 +112,7 @@ def _threaded(flavor: Flavor, how: How) -> List[dict]:
     if flavor.threads == "none":
         return []
     label = "1 rank, a thread per core"
-    return [
-        _beside(flavor, "threads", label, "threaded", how, hybrid=True, one_rank=True, not_checked=_not_checked(flavor))
-    ]
+    return [_beside(flavor, "threads", label, "threaded", how, one_rank=True, not_checked=_not_checked(flavor))]
 
 
 def _on_runtimes(flavor: Flavor, published: List[str]) -> List[dict]:
@@ -135,6 +137,7 @@ def _on_runtimes(flavor: Flavor, published: List[str]) -> List[dict]:
                 "app": flavor.app.module,
                 "kind": "abi_runtime",
                 "version": flavor.app.version,
+                "hybrid": flavor.threads != "none",
                 "how": How(
                     modules=(flavor.module_name, runtime.module_name),
                     no_own_level=dispatch.without_own_level(publish.current_release(), flavor),
@@ -185,19 +188,21 @@ def _lower_levels(flavor: Flavor) -> List[dict]:
     release = publish.current_release()
     # The dispatcher's own choice: below the CPU's level where the flavor's
     # table lowers it on this model (lower_level_on), the CPU's otherwise.
-    chosen, _, _ = dispatch.choice_here(dispatch.bin_dir(release, flavor))
+    chosen, _, lowered = dispatch.choice_here(dispatch.bin_dir(release, flavor))
     built = sorted(dispatch.published_levels(release, flavor))
-    return [_level_only(flavor, level, chosen) for level in built if level < chosen]
+    return [_level_only(flavor, level, chosen, lowered) for level in built if level < chosen]
 
 
-def _level_only(flavor: Flavor, level: str, picked: str) -> dict:
+def _level_only(flavor: Flavor, level: str, picked: str, lowered: str) -> dict:
     how = How(
         modules=(flavor.module_name,),
         env=(("ONESTACK_CPU_LEVEL", level),),
         no_own_level=f"this run is its {level} build alone (ONESTACK_CPU_LEVEL), the figure's point",
     )
     kind = "baseline_level" if level == cpus.baseline_level() else "level_build"
-    return _beside(flavor, f"{level}-only", f"{level} build only", kind, how, level=level, picked=picked)
+    return _beside(
+        flavor, f"{level}-only", f"{level} build only", kind, how, level=level, picked=picked, lowered=lowered
+    )
 
 
 def _same_mpi(flavor: Flavor, build: Flavor) -> bool:
@@ -260,13 +265,23 @@ def _pip_baseline(name: str, requirement: str) -> Optional[Path]:
 
 
 def round_order(runs: List[dict], i: int) -> List[dict]:
-    """Round i starts at the i-th contestant. In a fixed order the same
-    contestant always ran first, after the previous case or round, and the
-    same one after the minute-long Netlib run: there that position alone
-    made a build look several percent slower or faster than its twin (HPL,
-    QE's surface), where runs side by side found them closer (docs/results.md)."""
-    k = i % len(runs)
-    return runs[k:] + runs[:k]
+    """Round i starts at the i-th contestant with the second runs measured
+    right after it (`of`), and every other round runs each such group
+    backwards: a second run is a pair with its flavor in every round
+    (goals.py), and neither side of a pair always meets the machine first.
+    In a fixed order the same contestant always ran first, after the
+    previous case or round, and the same one after the minute-long Netlib
+    run: there that position alone made a build look several percent slower
+    or faster than its twin (HPL, QE's surface), where runs side by side
+    found them closer (docs/results.md)."""
+    groups: List[List[dict]] = []
+    for run in runs:
+        if groups and run.get("of") == groups[-1][0]["name"]:
+            groups[-1].append(run)
+        else:
+            groups.append([run])
+    k = i % len(groups)
+    return [run for group in groups[k:] + groups[:k] for run in (group[::-1] if i % 2 else group)]
 
 
 def measure_case(
@@ -314,11 +329,14 @@ def _summary(rounds: List[Optional[float]]) -> dict:
 
 
 def figures(problem: Problem, output: str) -> Dict[str, float]:
-    """The problem's benchmark figures (its `figures`) in an output, scaled."""
+    """The problem's benchmark figures (its `figures`) in an output, scaled.
+    A rate or a time is positive: a zero or NaN (a run that printed before
+    it measured anything) counts as not printed, as a ratio of it would end
+    the whole report."""
     found = {}
     for name, how in problem["figures"].items():
         got = check.values(how["pattern"], output)
-        if got:
+        if got and math.isfinite(got[-1]) and got[-1] > 0:
             found[name] = got[-1] * how["scale"]
     return found
 
@@ -386,6 +404,7 @@ def emulated(init: Path, runs: List[dict], app: str, workdir: Path) -> List[dict
                     "label": c["label"],
                     "exit": outcome.exit,
                     "passed": passed,
+                    "sigill": outcome.sigill,
                     "outcome": "ran, passed its check"
                     if passed
                     else "illegal instruction (SIGILL)"

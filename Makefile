@@ -12,7 +12,10 @@ ONESTACK := bin/onestack
 override FLAVORS := $(value FLAVORS)
 override FULL_REBUILD := $(value FULL_REBUILD)
 override PYTEST_ARGS := $(value PYTEST_ARGS)
-export FLAVORS FULL_REBUILD PYTEST_ARGS
+# CLUSTER_CONFIG names another cluster file (the tests' own: tests/cluster/);
+# `sudo make cluster` runs it as root.
+override CLUSTER_CONFIG := $(or $(value CLUSTER_CONFIG),cluster/cluster.yaml)
+export FLAVORS FULL_REBUILD PYTEST_ARGS CLUSTER_CONFIG
 
 .PHONY: setup setup-spack venv mirror stack test test-fast flavors where rollback bench-modules report report-path images \
 	where-images push-images push-binaries check audit ci-generate cluster cluster-env cluster-down cluster-bench \
@@ -117,9 +120,8 @@ ci-generate: setup-spack
 # cluster/README.md). `source "$$(make -s cluster-env)"` points sinfo, sbatch
 # and srun at it; `make cluster-down` leaves no process, namespace or
 # interface (the cluster's folder stays, with its logs, for the next `make cluster`).
-# CLUSTER_CONFIG names another cluster file (the tests' own: tests/cluster/).
-CLUSTER_CONFIG ?= cluster/cluster.yaml
-CLUSTER = . setup/env.sh && "$$ONESTACK_VENV/bin/python" -m onestack.cluster --config "$(CLUSTER_CONFIG)"
+# CLUSTER_CONFIG (above) names another cluster file.
+CLUSTER = . setup/env.sh && "$$ONESTACK_VENV/bin/python" -m onestack.cluster --config "$$CLUSTER_CONFIG"
 cluster: venv
 	@$(CLUSTER) up
 

@@ -291,6 +291,12 @@ def cmd_where(args) -> None:
     print(publish.init_script())
 
 
+def cmd_prefix(args) -> None:
+    """For shells outside onestack's commands (the pipeline's `spack ci
+    rebuild` jobs): spack.yaml's install tree is $ONESTACK_PREFIX/software."""
+    print(site.prefix())
+
+
 def cmd_rollback(args) -> None:
     publish.rollback()
 
@@ -402,6 +408,7 @@ COMMANDS = [
     ("where-images", cmd_where_images, "print the folder of the SIF images", []),
     ("flavors", cmd_flavors, "print the flavor status table: concretized / built / tested, or why not", []),
     ("where", cmd_where, "print the init script of the live module tree", []),
+    ("prefix", cmd_prefix, "print the selected site's prefix (ONESTACK_PREFIX if set): installs, modules, images", []),
     (
         "host",
         cmd_host,

@@ -99,6 +99,18 @@ def def_line(value) -> str:
     return def_lines(text)
 
 
+def def_header(value) -> str:
+    """A value of the definition file's header (From:), where Apptainer cuts
+    a line at its first # (a comment) and joins a line ending in \\ to the next."""
+    text = def_line(value)
+    if "#" in text or text.endswith("\\"):
+        raise Refused(
+            f"{text!r}: a definition file's header cuts a value at # and continues one ending in \\ on the "
+            "next line; use a path without either (ONESTACK_CACHE holds the base image)"
+        )
+    return text
+
+
 def def_path(value) -> str:
     """A path of a %files line, which Apptainer splits at whitespace and quotes."""
     text = def_line(value)
@@ -130,6 +142,7 @@ def environment(templates: Path) -> jinja2.Environment:
         sh_threads=sh_threads,
         sh_words=sh_words,
         def_line=def_line,
+        def_header=def_header,
         def_path=def_path,
         def_lines=def_lines,
     )

@@ -27,6 +27,9 @@ def gitlab_ci_local(project: Path, *args: str) -> subprocess.CompletedProcess:
     # The jobs' own build stage: `spack ci rebuild` empties its stage first,
     # which would wipe a build running beside the tests in the shared one.
     env = {**os.environ, "ONESTACK_BUILD_STAGE": str(project.parent / "build-stage")}
+    # A runner's shell has no ONESTACK_PREFIX: the jobs find the site's
+    # prefix themselves (the fixture runs them at the site's own prefix only).
+    env.pop("ONESTACK_PREFIX", None)
     # The jobs work on the lists this run builds (a pipeline variable, as a
     # site may set for merge requests): the build lists would have Spack
     # solve every flavor of them from scratch (10 min on 2 cores).
@@ -95,6 +98,8 @@ def test_one_build_job_of_the_spack_child_pipeline(project):
     assert proc.returncode == 0
     assert f" PASS  {jobs[0]}" in proc.stdout
     assert f"Pushed hpcc@1.5.0/{jobs[0].split('/')[1][:7]} to file://" in proc.stdout
+    stray = [str(p) for p in project.rglob("$ONESTACK_PREFIX")]
+    assert not stray, f"the job installed outside the site's prefix ({paths.prefix()}/software): {stray}"
 
 
 def test_one_test_job_of_the_flavor_child_pipeline(project):

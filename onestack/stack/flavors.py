@@ -12,7 +12,7 @@ import re
 import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 from onestack import data, host, paths, render
 from onestack.stack import cpus
@@ -343,7 +343,7 @@ SINGLE_PATH_FLAGS = re.compile(
 # (%), a version (@), or an architecture word, which are the stack's to set
 # (the baseline target, a level's, the twin's): each would attach the
 # flavor's own target and compiler to another spec, or replace them.
-VARIANT = re.compile(r"[+~]?[A-Za-z0-9_][A-Za-z0-9_-]*(=[A-Za-z0-9_+*.,:=%^~/\\ -]+)?")
+VARIANT = re.compile(r"[+~]?[A-Za-z0-9_][A-Za-z0-9_-]*(=[A-Za-z0-9_+*.,:=%^~/ -]+)?")
 ARCHITECTURE = {"target", "os", "arch", "platform", "namespace"}
 # What starts a spec of components.yaml: a package, and a version of it.
 PACKAGE_AT_VERSION = re.compile(r"[a-z0-9][a-z0-9-]*(@[A-Za-z0-9_.-]+)?")
@@ -362,6 +362,17 @@ def _check_variants(file: Path, key: str, variants: str) -> None:
 
 
 def _words(file: Path, key: str, text: str) -> List[str]:
+    """The words of a spec's or variants' text, as checked. A backslash or a
+    single quote is refused: shlex and Spack's spec parser read them
+    differently (`netmod=ucx\\ ^zlib-ng` is one checked word here, and to
+    Spack a variant then a dependency), and the text goes into Spack's spec
+    as written."""
+    odd = next((c for c in "\\'" if c in text), None)
+    if odd:
+        raise InputError(
+            f"{data.location(file)}: {key}: {text!r} holds {odd!r}, which Spack's spec reads otherwise than "
+            'shell words; quote a value with spaces in double quotes, e.g. fflags="-O2 -g"'
+        )
     try:
         return shlex.split(text)
     except ValueError as err:
@@ -371,7 +382,6 @@ def _words(file: Path, key: str, text: str) -> List[str]:
 
 
 def _check_variant_words(file: Path, key: str, words: List[str]) -> None:
-    _check_no_quote_inside(file, key, words)
     odd = [w for w in words if not VARIANT.fullmatch(w) or w.partition("=")[0] in ARCHITECTURE]
     if odd:
         raise InputError(
@@ -404,14 +414,13 @@ def _check_compiler_version(file: Path, name: str, spec: str) -> None:
         )
 
 
-def _check_no_quote_inside(file: Path, key: str, words: List[str]) -> None:
+def _check_no_quote_inside(file: Path, key: str, text: str) -> None:
     """A value is written into the Spack spec in double quotes (merge_variants):
     one inside it would end the value there and let the rest be read as more
     of the spec (another dependency, another variant)."""
-    quoted = [word for word in words if '"' in word]
-    if quoted:
+    if '"' in text:
         raise InputError(
-            f"{data.location(file)}: {key}: {quoted[0]!r} holds a double quote, which would end the "
+            f"{data.location(file)}: {key}: {text!r} holds a double quote, which would end the "
             "value inside Spack's spec; a flag value takes none"
         )
 
@@ -498,7 +507,8 @@ def _check_components(file: Path, components: dict, site: Site) -> None:
                 f"(no site_external) every site has: take it out of unavailable here; a vendor's compiler a "
                 f"site may lack needs compilers.{name}.site_external there (where a site that has it has it)"
             )
-    _check_threads_placeholder(file, components)
+    _check_threads_placeholder(file, _env_blocks(components))
+    _check_threads_placeholder(site.file, [(f"mpi_settings.{name}", env) for name, env in site.mpi_settings.items()])
     for key, env in [*_env_blocks(components), ("hybrid.env", components["hybrid"]["env"])]:
         for name, setting in env.items():
             for which in ("value", "hybrid"):
@@ -525,7 +535,7 @@ FLAG = re.compile(r"-[A-Za-z0-9_+.,:=/-]*")
 
 def _check_fat_flags(file: Path, compiler: str, template: str) -> None:
     key = f"compilers.{compiler}.fat_flags"
-    _check_no_quote_inside(file, key, [template])
+    _check_no_quote_inside(file, key, template)
     try:
         filled = cpus.fat_flags(template)
     except InputError:
@@ -577,10 +587,10 @@ def _check_site_compilers(file: Path, site, compilers: dict) -> None:
             )
 
 
-def _check_threads_placeholder(file: Path, components: dict) -> None:
+def _check_threads_placeholder(file: Path, blocks: Iterable[Tuple[str, dict]]) -> None:
     """{threads} is known in hybrid values only: an MPI-only flavor would
     get the placeholder itself as its value."""
-    for key, env in _env_blocks(components):
+    for key, env in blocks:
         for name, setting in env.items():
             if render.THREADS in setting["value"]:
                 raise InputError(

@@ -634,12 +634,12 @@ def test_vendor_environment_scripts_set_what_the_data_says(tmp_path):
     assert proc.stdout.strip() == f"{tmp_path}|{tmp_path}/lib|{tmp_path}/bin:/usr/bin:/bin"
 
 
-def _definition(flavor, help_text: str = "help") -> str:
+def _definition(flavor, help_text: str = "help", base: str = "/b/base.sif") -> str:
     return render.text(
         images.CONTAINERS,
         "flavor.def.j2",
         flavor=flavor,
-        base="/b/base.sif",
+        base=base,
         spack_root="/s",
         spack_packages="/p",
         site_repo="/r",
@@ -763,6 +763,14 @@ def test_a_definition_refuses_what_apptainer_would_read_as_its_own(text, why):
         _definition(_hostile_flavor(text))
     with pytest.raises(render.Refused, match=why):
         _definition(stack.load().flavor("qe/openblas-mpich"), help_text=text)
+
+
+@pytest.mark.parametrize("base", ["/home/ops#2/.cache/onestack/images/base/bookworm.sif", "/cache/x\\"])
+def test_a_header_value_apptainer_would_cut_or_continue_is_refused(base):
+    """Apptainer reads `From: /home/ops#2/...` as From: /home/ops."""
+    flavor = stack.load().flavor("qe/openblas-mpich")
+    with pytest.raises(render.Refused, match="header cuts a value at #"):
+        _definition(flavor, base=base)
 
 
 @pytest.mark.parametrize("path", ["/home/a b/cache", "/srv/it's", '/srv/"x"'])

@@ -18,7 +18,7 @@ override CLUSTER_CONFIG := $(or $(value CLUSTER_CONFIG),cluster/cluster.yaml)
 export FLAVORS FULL_REBUILD PYTEST_ARGS CLUSTER_CONFIG
 
 .PHONY: setup setup-spack venv mirror stack test test-fast flavors where rollback bench-modules report report-path images \
-	where-images push-images push-binaries check audit ci-generate cluster cluster-env cluster-down cluster-bench \
+	where-images push-images push-binaries check check-built audit ci-generate cluster cluster-env cluster-down cluster-bench \
 	community
 
 # The virtualenv: with gcc and git, all the fast tier needs (no Spack, no Lmod, no apt).
@@ -104,6 +104,11 @@ community: setup-spack
 # The test problems of FLAVORS (default: the build lists) through their modules.
 check: setup-spack
 	@$(ONESTACK) check $$FLAVORS
+
+# The pipeline's test jobs: this machine's builds of the flavors, published
+# into a module tree of their own (the live tree is the publish stage's), checked.
+check-built: setup-spack
+	@$(ONESTACK) check --built $$FLAVORS
 
 # The pipeline's first stage: data, recipes and .gitlab-ci.yml validated.
 audit: setup-spack

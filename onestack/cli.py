@@ -116,13 +116,38 @@ def _check_prefix(prefix: Path) -> None:
         prefix.mkdir(parents=True, exist_ok=True)
     except PermissionError:
         _make_prefix_with_sudo(prefix)
+    except OSError as err:  # a file where a folder of it should be
+        raise paths.SetupError(
+            f"cannot create the prefix {prefix}: {err.strerror}: {err.filename}; choose another prefix "
+            "(the site's `prefix`, or ONESTACK_PREFIX)"
+        ) from None
     if not os.access(prefix, os.W_OK):
         raise paths.SetupError(f"the prefix {prefix} is not writable by this user: set ONESTACK_PREFIX")
     readers = stack.load().site.permissions
+    if readers["read"] == "group":
+        _check_group(readers["group"])
     closed = [p for p in [prefix, *prefix.parents] if not _searchable(p, readers)]
     if closed:
         who = f"the group {readers['group']}" if readers["read"] == "group" else "other users"
         print(f"==> site: warning: {closed[0]} is not searchable by {who}: they cannot load these modules")
+
+
+def _check_group(name: str) -> None:
+    """Spack gives each install the site's group (packages:all:permissions):
+    a group this machine lacks, or one the building user is not in, would
+    fail at the first install, after the solve and the sources."""
+    where = f"permissions.group of {data.location(stack.load().site.file)}"
+    try:
+        gid = grp.getgrnam(name).gr_gid
+    except KeyError:
+        raise paths.SetupError(
+            f"{where}: no group {name!r} on this machine: create it (groupadd), or name the group of the site's users"
+        ) from None
+    if os.geteuid() != 0 and gid not in os.getgroups():
+        raise paths.SetupError(
+            f"{where}: this user is not in the group {name!r}, which every install is given: add it "
+            f"(usermod -aG {name} {os.environ.get('USER', '<user>')}) and log in again"
+        )
 
 
 def _searchable(folder: Path, readers: dict) -> bool:
@@ -212,9 +237,24 @@ def cmd_install_binaries(args) -> None:
 
 def cmd_check(args) -> None:
     """Each selected published flavor runs its application's test problems
-    through `module load`, checked against their references (a CI test job)."""
+    through `module load`, checked against their references: the live
+    tree's, or (--built) this machine's builds of them published into a
+    module tree of their own, as the pipeline's test jobs check its builds
+    before its publish stage makes them live."""
+    selected = [f for f in _selected(args) if f.published]
+    if not args.built:
+        _check(selected)
+        return
+    with tempfile.TemporaryDirectory(prefix="onestack-built-") as tree:
+        os.environ["ONESTACK_MODULES"] = tree
+        print(f"==> check: the builds of {', '.join(f.module_name for f in selected)} published into {tree}")
+        publish.publish(selected)
+        _check(selected)
+
+
+def _check(selected: list) -> None:
     failed = []
-    for flavor in (f for f in _selected(args) if f.published):
+    for flavor in selected:
         # A flavor without a build for this host's level cannot pass the
         # checks of its own level's code (their `own_level`): said, not failed.
         no_own_level = dispatch.without_own_level(publish.current_release(), flavor)
@@ -391,7 +431,12 @@ COMMANDS = [
         "install a pushed build and its dependencies from the site's registry, its blobs checked first",
         [("build", "the build's Spack hash as push-binaries prints it (/abc...), then the install tree")],
     ),
-    ("check", cmd_check, "run the test problems of the selected published flavors through their modules", [FLAVORS]),
+    (
+        "check",
+        cmd_check,
+        "run the test problems of the selected published flavors through their modules",
+        [FLAVORS, ("--built", "their builds here published into a module tree of their own, not the live tree's")],
+    ),
     ("audit", cmd_audit, "validate the stack's data, site recipes and pipeline file", []),
     (
         "record-outputs",

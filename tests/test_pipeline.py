@@ -107,3 +107,4 @@ def test_one_test_job_of_the_flavor_child_pipeline(project):
     assert proc.returncode == 0
     assert f" PASS  {TEST_JOB}" in proc.stdout
     assert "hpl_scaled_residual" in proc.stdout and "(at most 16.0) ok" in proc.stdout
+    assert f"==> check: the builds of {TEST_FLAVOR} published into " in proc.stdout, "not the live tree's"

@@ -98,15 +98,19 @@ def load() -> Site:
 
 
 def state_key() -> str:
-    """The name of this site's state folders: the site's name at its own
-    prefix (`.generated/default/`, the name the pipeline file triggers), else
-    the name and a digest of the prefix, so that a second prefix (a
-    developer's tree) gets folders of its own. The prefix, not the site
-    folder, is what a site's installs and modules are: a copy of the site
-    folder edited elsewhere (its `versions`, say) at the same prefix is the
-    same site, and shares its lock and scope."""
+    """The name of this site's state folders: the site's name at the prefix
+    that name has in this checkout (`.generated/default/`, the name the
+    pipeline file triggers: sites/<name>/'s prefix, or the site's own where
+    the checkout has no site of that name), else the name and a digest of
+    the prefix, so that a second prefix (a developer's tree, another
+    center's site folder of the same name) gets folders of its own. The
+    prefix, not the site folder, is what a site's installs and modules are:
+    a copy of the site folder edited elsewhere (its `versions`, say) at the
+    same prefix is the same site, and shares its lock and scope."""
     own = load()
-    if prefix() == own.prefix:
+    namesake = paths.data_root() / "sites" / own.name
+    named_prefix = _load(namesake).prefix if (namesake / SITE_FILE).is_file() else own.prefix
+    if prefix() == named_prefix:
         return own.name
     return f"{own.name}-{hashlib.sha256(str(prefix()).encode()).hexdigest()[:8]}"
 

@@ -5,6 +5,7 @@ the escaping of the language it lands in: a quote, a newline, `]]` and
 schema refuses them (tests/bad-input/)."""
 
 import dataclasses
+import hashlib
 import os
 import shlex
 import shutil
@@ -250,6 +251,14 @@ def test_two_sites_and_two_prefixes_keep_state_folders_of_their_own(tmp_path, mo
         assert site.state_key() == name
     with pytest.raises(spack.SpackError, match=r"site edited at prefix .* is not set up on this machine"):
         spack.concretize()
+    # A center's own site folder named as one of sites/, at a prefix of its
+    # own, shares none of that site's folders.
+    center = tmp_path / "center" / "default"
+    shutil.copytree(paths.REPO / "sites" / "default", center)
+    file = center / "site.yaml"
+    file.write_text(file.read_text().replace("prefix: /opt/onestack", "prefix: /apps/onestack"))
+    monkeypatch.setenv("ONESTACK_SITE", str(center))
+    assert site.state_key() == "default-" + hashlib.sha256(b"/apps/onestack").hexdigest()[:8]
 
 
 class LuaModule:

@@ -32,9 +32,9 @@ def out_dir() -> Path:
 
 
 def buildcache_url() -> str:
-    """Where build jobs push: ONESTACK_BUILDCACHE_URL (a site's S3 or OCI
-    buildcache, set as a CI variable), else this host's site buildcache."""
-    return os.environ.get("ONESTACK_BUILDCACHE_URL") or f"file://{scope.buildcache_dir()}"
+    """Where build jobs push: the site's shared buildcache where it has one
+    (ONESTACK_BUILDCACHE_URL), else this host's site buildcache."""
+    return scope.shared_buildcache_url() or f"file://{scope.buildcache_dir()}"
 
 
 def _destination_scope() -> Path:

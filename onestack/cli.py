@@ -126,6 +126,7 @@ def _check_prefix(prefix: Path) -> None:
     readers = stack.load().site.permissions
     if readers["read"] == "group":
         _check_group(readers["group"])
+    _gate_software_folders(prefix, readers)
     closed = [p for p in [prefix, *prefix.parents] if not _searchable(p, readers)]
     if closed:
         who = f"the group {readers['group']}" if readers["read"] == "group" else "other users"
@@ -148,6 +149,25 @@ def _check_group(name: str) -> None:
             f"{where}: this user is not in the group {name!r}, which every install is given: add it "
             f"(usermod -aG {name} {os.environ.get('USER', '<user>')}) and log in again"
         )
+
+
+# The prefix's folders of software outside Spack's install tree: the vendor
+# libraries' layouts and the flavors' images, whole applications each.
+SOFTWARE_FOLDERS = ("vendor", "images")
+
+
+def _gate_software_folders(prefix: Path, readers: dict) -> None:
+    """Spack applies the site's `permissions` to its installs only: the
+    folders of the other software get them here, on the folder itself, which
+    users must pass through to read anything in it (read: group keeps other
+    users out of what lies below, whatever its own modes)."""
+    group = readers["read"] == "group"
+    for name in SOFTWARE_FOLDERS:
+        folder = prefix / name
+        folder.mkdir(exist_ok=True)
+        if group:
+            os.chown(folder, -1, grp.getgrnam(readers["group"]).gr_gid)
+        folder.chmod(0o750 if group else 0o755)
 
 
 def _searchable(folder: Path, readers: dict) -> bool:

@@ -154,15 +154,25 @@ def buildcache_signed() -> bool:
     return proc.returncode == 0 and "sec" in proc.stdout
 
 
+def shared_buildcache_url() -> str:
+    """A site's buildcache shared by its hosts (ONESTACK_BUILDCACHE_URL, a
+    CI variable: S3 or OCI), where the pipeline's build jobs push; "" if none."""
+    return os.environ.get("ONESTACK_BUILDCACHE_URL", "")
+
+
 def write_mirror_config() -> None:
     """Point Spack at the local source mirror (sources only) and the site
-    buildcache (binaries only)."""
-    config = {
-        "mirrors": {
-            "onestack-sources": {"url": f"file://{paths.mirror()}", "signed": False, "binary": False},
-            BUILDCACHE_MIRROR: {"url": f"file://{buildcache_dir()}", "signed": buildcache_signed(), "source": False},
-        }
+    buildcaches (binaries only): this host's, and the shared one where the
+    site has one, so that the jobs after the pipeline's build jobs (publish,
+    images, on any runner) install what those pushed instead of building it."""
+    signed = buildcache_signed()
+    mirrors = {
+        "onestack-sources": {"url": f"file://{paths.mirror()}", "signed": False, "binary": False},
+        BUILDCACHE_MIRROR: {"url": f"file://{buildcache_dir()}", "signed": signed, "source": False},
     }
+    if shared_buildcache_url():
+        mirrors[f"{BUILDCACHE_MIRROR}-shared"] = {"url": shared_buildcache_url(), "signed": signed, "source": False}
+    config = {"mirrors": mirrors}
     spack.site_scope().mkdir(parents=True, exist_ok=True)
     paths.mirror().mkdir(parents=True, exist_ok=True)
     buildcache_dir().mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from onestack import ci, data, paths, problems, stack, validate
+from onestack.spack import scope
 
 
 def test_every_schema_is_valid_and_titled():
@@ -41,6 +42,38 @@ def test_the_pipeline_file_is_valid_and_a_broken_one_is_not(tmp_path):
     (tmp_path / "broken.yml").write_text(yaml.safe_dump(broken))
     with pytest.raises(ci.CiError, match="strategy"):
         ci.validate(tmp_path / "broken.yml")
+
+
+def test_the_test_jobs_check_the_pipelines_builds_with_the_concretize_jobs_artifacts(tmp_path, monkeypatch):
+    """Before the publish stage, the live tree is not the pipeline's: each
+    test job publishes the build stage's builds into a tree of its own, from
+    the environment and lock the concretize job handed over."""
+    monkeypatch.setattr(ci, "out_dir", lambda: tmp_path)
+    monkeypatch.setenv("CI_PIPELINE_ID", "4242")
+    monkeypatch.setenv("CI_JOB_NAME", "concretize")
+    out = ci._test_pipeline([stack.load().flavor("hpl/openblas-mpich")])
+    ci.validate(out)
+    job = yaml.safe_load(out.read_text())["test hpl/openblas-mpich"]
+    assert job["needs"] == [{"pipeline": "4242", "job": "concretize"}], job
+    assert job["script"] == ["make -s check-built FLAVORS=hpl/openblas-mpich"], job
+
+
+def test_a_shared_buildcache_is_read_beside_the_hosts_own(tmp_path, monkeypatch):
+    """Where build jobs push to a site's shared buildcache, every job's
+    set-up reads it too: the publish job installs what they built."""
+    monkeypatch.setattr(scope.spack, "site_scope", lambda: tmp_path / "scope")
+    monkeypatch.setattr(scope, "buildcache_signed", lambda: False)
+    monkeypatch.setenv("ONESTACK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("ONESTACK_MIRROR", str(tmp_path / "mirror"))
+    monkeypatch.setenv("ONESTACK_BUILDCACHE_URL", "s3://site-cache/onestack")
+    scope.write_mirror_config()
+    mirrors = yaml.safe_load((tmp_path / "scope" / "mirrors.yaml").read_text())["mirrors"]
+    shared = [m for m in mirrors.values() if m["url"] == "s3://site-cache/onestack"]
+    assert shared == [{"url": "s3://site-cache/onestack", "signed": False, "source": False}], mirrors
+    assert ci.buildcache_url() == "s3://site-cache/onestack"
+    monkeypatch.delenv("ONESTACK_BUILDCACHE_URL")
+    scope.write_mirror_config()
+    assert len(yaml.safe_load((tmp_path / "scope" / "mirrors.yaml").read_text())["mirrors"]) == 2
 
 
 def test_defaults_come_from_the_schema():

@@ -3,6 +3,7 @@ that fails half-way leaves the previous one, and no partial, behind."""
 
 import grp
 import os
+import stat
 
 import pytest
 
@@ -95,3 +96,15 @@ def test_under_sudo_what_root_wrote_in_the_users_cache_is_given_back(tmp_path, m
     paths.give_back_cache()
     owners = {p.name: p.lstat().st_uid for p in [cache / "cluster", cache / "cluster" / "state", cache / "link"]}
     assert owners == {"cluster": 12345, "state": 12345, "link": 12345}, owners
+
+
+def test_a_sites_group_reads_the_vendor_libraries_and_images_and_others_do_not(tmp_path):
+    """Spack gives its installs the site's permissions; the prefix's other
+    software (vendor layouts, images) gets them on its folders."""
+    mine = grp.getgrgid(os.getgid()).gr_name
+    cli._gate_software_folders(tmp_path, {"read": "group", "group": mine})
+    for name in cli.SOFTWARE_FOLDERS:
+        mode = (tmp_path / name).stat()
+        assert stat.S_IMODE(mode.st_mode) == 0o750 and mode.st_gid == os.getgid(), name
+    cli._gate_software_folders(tmp_path, {"read": "world"})
+    assert all(stat.S_IMODE((tmp_path / n).stat().st_mode) == 0o755 for n in cli.SOFTWARE_FOLDERS)

@@ -8,9 +8,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-from onestack import ci, community, data, host, paths, problems, report, spack, stack, status, validate
+from onestack import ci, community, data, files, host, paths, problems, report, spack, stack, status, validate
 from onestack.cluster import imb
 from onestack.errors import OnestackError
 from onestack.images import apptainer, keys, push
@@ -57,6 +58,7 @@ def cmd_site(args) -> None:
     matrix = stack.load()
     print(f"==> site: {matrix.site.name} ({data.location(matrix.site.file)}): {matrix.site.description}")
     print(f"==> site: prefix {paths.prefix()}, fabric {matrix.site.fabric}")
+    spack.set_up_mark().unlink(missing_ok=True)
     _check_prefix(paths.prefix())
     mirror.check_obtainable(offline=_offline(args))
     _rendered(matrix)
@@ -64,6 +66,7 @@ def cmd_site(args) -> None:
     scope.detect_externals()
     scope.install_vendors()
     scope.declare_compilers()
+    files.write_text(spack.set_up_mark(), f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n")
 
 
 def _rendered(matrix, ci: bool = False) -> None:

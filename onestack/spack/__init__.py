@@ -89,15 +89,22 @@ def lock_is_current() -> bool:
     return lock.is_file() and stamp.is_file() and stamp.read_text() == recipes_fingerprint()
 
 
+def set_up_mark() -> Path:
+    """Written by the site's set-up when its last step is done, removed at
+    its start: a set-up stopped half-way leaves none."""
+    return site.cache_dir() / "set-up-done"
+
+
 def check_set_up() -> None:
     """Refuse a site this machine has not set up (a new site folder, a new
-    prefix): without its scope Spack would solve without the site's
-    externals and fail on a version it cannot see (intel-oneapi-mpi's)."""
-    if not (site_scope() / "packages.yaml").is_file():
+    prefix), or whose set-up stopped half-way: without its scope whole
+    Spack would solve without the site's externals and fail on a version it
+    cannot see (intel-oneapi-mpi's)."""
+    if not set_up_mark().is_file():
         raise SpackError(
             f"site {site.load().name} at prefix {site.prefix()} is not set up on this machine "
-            f"(no Spack scope at {site_scope()}): run `make setup` or `bin/onestack site` first, "
-            "with the same ONESTACK_SITE and ONESTACK_PREFIX"
+            f"(no complete set-up of its Spack scope at {site_scope()}): run `make setup` or `bin/onestack "
+            "site` first, with the same ONESTACK_SITE and ONESTACK_PREFIX"
         )
 
 

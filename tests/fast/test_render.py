@@ -899,6 +899,7 @@ def test_spack_is_started_again_only_when_the_lock_or_its_inputs_changed(tmp_pat
     shutil.rmtree(site.state_dir(), ignore_errors=True)
     spack.site_scope().mkdir(parents=True)
     (spack.site_scope() / "packages.yaml").write_text("packages: {}\n")
+    spack.set_up_mark().write_text("set up\n")
     environment.render(stack.load().select(ci=True), ci=True)
     started = []
 

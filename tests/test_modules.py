@@ -59,10 +59,12 @@ def test_a_flavor_name_that_does_not_exist_is_an_error_not_the_default(init_scri
     """Lmod 8.6 resolved `module load <app>/<typo>` to the default flavor,
     silently; a job script with a typo must fail, naming what it asked for."""
     flavor = next(m for m in published_flavors if m.startswith(f"{app}/"))
-    for asked in (f"{app}/no-such-flavor", flavor[:-1]):  # and a flavor's name a letter short
-        proc = lmod.clean_shell(init_script, f"module load {asked}\nmodule -t list 2>&1")
+    asked_how = [(asked, command) for asked in (f"{app}/no-such-flavor", flavor[:-1]) for command in ("load", "help")]
+    for asked, command in asked_how:  # and a flavor's name a letter short
+        proc = lmod.clean_shell(init_script, f"module {command} {asked}\nmodule -t list 2>&1")
         said = " ".join(proc.stderr.split())  # Lmod wraps its messages
         assert proc.returncode != 0 and f"module {asked} does not exist" in said, (
+            command,
             asked,
             proc.stdout,
             proc.stderr,

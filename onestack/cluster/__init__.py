@@ -20,6 +20,8 @@ import contextlib
 import functools
 import os
 import shutil
+import signal
+import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
@@ -34,6 +36,8 @@ TOOLS = {
     "ip": "iproute2",
     "nsenter": "util-linux",
     "unshare": "util-linux",
+    "umount": "mount",
+    "nft": "nftables",
     "munged": "munge",
     "slurmctld": "slurmctld",
     "slurmd": "slurmd",
@@ -172,6 +176,7 @@ def leftovers(config: Config) -> List[str]:
     """What exists of the cluster: namespaces, interfaces, processes, its record."""
     found = [f"namespace {name}" for name in network.namespaces(config.prefix)]
     found += [f"interface {name}" for name in network.links(config.prefix)]
+    found += [f"firewall table inet {name}" for name in network.firewall_tables(config.prefix)]
     found += [
         f"process {pid} ({processes.command_name(pid)})" for pid in processes.of_cluster(config.prefix, config.workdir)
     ]
@@ -208,18 +213,47 @@ def up(config: Config) -> Cluster:
     network.check_subnet_free(config)
     _fresh_workdir(config)
     state.start(config.workdir, config.prefix)
-    try:
-        _make(config)
-    except BaseException:
-        down(config)
-        raise
+    with _stopped_as_exit():
+        try:
+            _make(config)
+        except BaseException:
+            down(config)
+            raise
     return Cluster(config)
+
+
+@contextlib.contextmanager
+def _stopped_as_exit() -> Iterator[None]:
+    """SIGTERM and SIGHUP (a cancelled CI job, `timeout`, a closed terminal)
+    end Python without running its `except` and `finally` blocks: within
+    this block they raise SystemExit instead, so that what was made is
+    removed; a second one is ignored, not to stop that removal half-way."""
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield
+        return
+
+    def stop(signum, frame):
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+        raise SystemExit(128 + signum)
+
+    before = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 def _make(config: Config) -> None:
     record = functools.partial(state.record, config.workdir)
     record("interface", config.bridge)
     network.make_bridge(config)
+    record("firewall", network.firewall_table(config.prefix))
+    network.make_firewall(config)
     for node in config.nodes:
         record("namespace", node.name)
         network.make_namespace(node)
@@ -247,12 +281,17 @@ def down(config: Config) -> List[str]:
         if name in network.namespaces(config.prefix):
             network.delete_namespace(name)
             removed.append(f"namespace {name}")
+    if network.release_netns_dir():
+        removed.append(f"the mount {network.NETNS_DIR} (ip netns's, no namespace left in it)")
     # A node's veth pair goes with its namespace, a moment later; whatever is
     # still there then (the bridge, a pair whose namespace never came) goes now.
     network.wait_until_gone(network.veths(config.prefix), timeout=5)
     for name in sorted(set(network.links(config.prefix)) | {n for k, n in recorded if k == "interface"}):
         if network.delete_link(name):
             removed.append(f"interface {name}")
+    for name in network.firewall_tables(config.prefix):
+        network.delete_firewall(name)
+        removed.append(f"firewall table inet {name}")
     state.forget(config.workdir)
     left = leftovers(config)
     if left:
@@ -300,9 +339,10 @@ def attach(config: Config) -> Cluster:
 @contextlib.contextmanager
 def running(config: Config) -> Iterator[Cluster]:
     """The cluster for the duration of a `with` block (a test module): down
-    afterwards, whatever happened inside."""
-    started = up(config)
-    try:
-        yield started
-    finally:
-        down(config)
+    afterwards, whatever happened inside, a SIGTERM too."""
+    with _stopped_as_exit():
+        started = up(config)
+        try:
+            yield started
+        finally:
+            down(config)

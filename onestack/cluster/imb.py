@@ -86,6 +86,10 @@ class Measurement:
     program: str = ""  # the executable that ran
 
 
+# IMB-MPI1's build: about a minute of 2 cores; a compiler that hangs ends here.
+BUILD_TIMEOUT = 15 * 60
+
+
 @functools.lru_cache(maxsize=None)
 def source() -> Dict[str, str]:
     """name@version -> the sha256 its recipe declares (for `make mirror`),
@@ -133,6 +137,7 @@ def build(mpi: Mpi) -> Path:
             text=True,
             capture_output=True,
             env={**os.environ, **dict(mpi.env)},
+            timeout=BUILD_TIMEOUT,
         )
         if proc.returncode != 0:
             raise ClusterError(

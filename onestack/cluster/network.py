@@ -9,7 +9,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from onestack.cluster.config import NODE_INTERFACE, ClusterError, Config, Node
 
@@ -39,8 +39,10 @@ def _no_ipv6(sysctl_root: str, interface: str) -> None:
 
 
 def check_subnet_free(config: Config) -> None:
-    """The subnet must not overlap a network the host already routes: the
-    host would send some of its own traffic into the cluster, or the reverse."""
+    """The subnet must not overlap a network the host already routes, nor
+    hold an address it reaches through a gateway (its resolver, the gateway
+    itself): the host would send some of its own traffic into the cluster,
+    or the reverse."""
     for route in _ip_json("route", "show"):
         if route["dst"] == "default" or route.get("dev") == config.bridge:
             continue
@@ -50,6 +52,32 @@ def check_subnet_free(config: Config) -> None:
                 f"{config.file}: subnet: {config.subnet} overlaps {network}, a network this "
                 f"machine routes (dev {route.get('dev')}): choose another private subnet"
             )
+    for address, what in _reached_addresses():
+        if address in config.subnet:
+            raise ClusterError(
+                f"{config.file}: subnet: {config.subnet} holds {address}, {what}: choose another private subnet"
+            )
+
+
+RESOLV_CONF = Path("/etc/resolv.conf")
+
+
+def _reached_addresses() -> List[tuple]:
+    """(address, what it is) of the gateways of the host's routes and the
+    resolvers of its /etc/resolv.conf."""
+    found = [
+        (ipaddress.ip_address(route["gateway"]), "a gateway of this machine's routes")
+        for route in _ip_json("route", "show")
+        if "gateway" in route
+    ]
+    for line in RESOLV_CONF.read_text().splitlines() if RESOLV_CONF.is_file() else []:
+        words = line.split()
+        if len(words) >= 2 and words[0] == "nameserver":
+            try:
+                found.append((ipaddress.ip_address(words[1]), "a resolver of /etc/resolv.conf"))
+            except ValueError:
+                continue  # a scoped IPv6 address (fe80::1%eth0): not in an IPv4 subnet either
+    return found
 
 
 def make_bridge(config: Config) -> None:
@@ -62,6 +90,62 @@ def make_bridge(config: Config) -> None:
     # The setting goes with the bridge.
     Path(f"/proc/sys/net/ipv4/conf/{config.bridge}/forwarding").write_text("0\n")
     ip("link", "set", config.bridge, "up")
+
+
+def firewall_table(prefix: str) -> str:
+    return f"onestack_{prefix}"
+
+
+def ephemeral_ports() -> Tuple[int, int]:
+    """The host's range for ports a program asks the kernel for (port 0):
+    where slurmctld's (slurm._free_port), srun's and the MPI launchers'
+    listening ports come from."""
+    low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+    return int(low), int(high)
+
+
+def make_firewall(config: Config) -> None:
+    """What comes in on the bridge: the host is the head node, so its
+    address is on the cluster's network, and every service of the host
+    bound to all addresses (ssh, an agent, a resolver) would answer the
+    nodes. Let in only replies and the ports of the cluster's head-side
+    programs (the ephemeral range); refuse the rest at once (a TCP reset,
+    as a closed port: a connect fails fast). Nothing that comes in on the
+    bridge is routed out, whatever the host's forwarding is set to later
+    (Docker or libvirt turn it on for every interface)."""
+    low, high = ephemeral_ports()
+    bridge = config.bridge
+    rules = f"""
+table inet {firewall_table(config.prefix)} {{
+  chain input {{
+    type filter hook input priority filter; policy accept;
+    iifname "{bridge}" ct state established,related accept
+    iifname "{bridge}" tcp dport {low}-{high} accept
+    iifname "{bridge}" icmp type echo-request accept
+    iifname "{bridge}" meta l4proto tcp reject with tcp reset
+    iifname "{bridge}" reject with icmpx type admin-prohibited
+  }}
+  chain forward {{
+    type filter hook forward priority filter; policy accept;
+    iifname "{bridge}" oifname != "{bridge}" drop
+  }}
+}}
+"""
+    _check(subprocess.run(["nft", "-f", "-"], input=rules, text=True, capture_output=True, timeout=30))
+
+
+def firewall_tables(prefix: str) -> List[str]:
+    """The cluster's tables in the host's ruleset (none where nft is missing)."""
+    proc = subprocess.run(["nft", "-j", "list", "tables"], text=True, capture_output=True, timeout=30)
+    if proc.returncode != 0:
+        return []
+    entries = json.loads(proc.stdout or "{}").get("nftables", [])
+    names = {entry["table"]["name"] for entry in entries if "table" in entry and entry["table"]["family"] == "inet"}
+    return sorted(names & {firewall_table(prefix)})
+
+
+def delete_firewall(name: str) -> None:
+    _check(subprocess.run(["nft", "delete", "table", "inet", name], text=True, capture_output=True, timeout=30))
 
 
 def make_namespace(node: Node) -> None:
@@ -126,6 +210,33 @@ def delete_namespace(name: str) -> None:
     """Its veth end goes with it, and so the pair. Processes must be gone first:
     they would keep the namespace alive, nameless."""
     ip("netns", "delete", name)
+
+
+# Where `ip netns` keeps its namespaces: the first `ip netns add` makes it a
+# mount point of its own (bound onto itself, shared), which `ip netns delete`
+# leaves behind.
+NETNS_DIR = Path("/run/netns")
+
+
+def release_netns_dir() -> bool:
+    """Once no namespace is left in it (any program's), NETNS_DIR is
+    unmounted and removed, as before the first namespace: the next `ip
+    netns add` makes it again. True if it was there to remove."""
+    if not NETNS_DIR.is_dir() or any(NETNS_DIR.iterdir()):
+        return False
+    for _ in range(4):  # a mount stacked on another, at most a few
+        if not _mount_point(NETNS_DIR):
+            break
+        _check(subprocess.run(["umount", str(NETNS_DIR)], text=True, capture_output=True, timeout=30))
+    NETNS_DIR.rmdir()
+    return True
+
+
+def _mount_point(folder: Path) -> bool:
+    """In /proc/self/mountinfo (os.path.ismount misses a folder bound onto
+    itself: the same device as its parent)."""
+    lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    return any(line.split()[4] == str(folder) for line in lines)
 
 
 def delete_link(name: str) -> bool:

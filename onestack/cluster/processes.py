@@ -1,6 +1,6 @@
 """The cluster's processes, found without trusting any record: everything in
-a node's network namespace, the host-side daemons (their command line names
-the cluster's folder) and Slurm clients still talking to the cluster (their
+a node's network namespace, the host-side daemons (their environment has the
+cluster's mark, MARK) and Slurm clients still talking to the cluster (their
 SLURM_CONF is its slurm.conf)."""
 
 import os
@@ -11,6 +11,11 @@ from typing import Iterable, List, Set
 
 from onestack.cluster import network
 
+# The variable whose value, the cluster's name, every daemon the cluster
+# starts carries (slurm.daemon_env), and the processes they start: by their
+# command line (a folder), a user's `tail` of a log would be taken for one,
+# and a folder named otherwise by another shell would miss them.
+MARK = "ONESTACK_CLUSTER"
 # Host-side commands that talk to a cluster; a user's shell that sourced the
 # cluster's env.sh has its SLURM_CONF too, and must survive `down`.
 SLURM_CLIENTS = {"srun", "sbatch", "salloc", "sattach", "scontrol", "sinfo", "squeue", "scancel"}
@@ -45,17 +50,14 @@ def _ancestors() -> Set[int]:
 
 def of_cluster(prefix: str, workdir: Path) -> List[int]:
     found = {pid for namespace in network.namespaces(prefix) for pid in network.pids_in(namespace)}
-    folder = str(workdir).encode()
-    inside = folder + b"/"  # not a sibling cluster's folder that merely starts alike
+    mark = f"{MARK}={prefix}".encode()
     conf = f"SLURM_CONF={workdir}/slurm.conf".encode()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         pid = int(entry.name)
-        argv = _read(pid, "cmdline").split(b"\0")
-        if any(arg == folder or inside in arg for arg in argv):
-            found.add(pid)
-        elif command_name(pid) in SLURM_CLIENTS and conf in _read(pid, "environ").split(b"\0"):
+        environ = _read(pid, "environ").split(b"\0")
+        if mark in environ or (command_name(pid) in SLURM_CLIENTS and conf in environ):
             found.add(pid)
     return sorted(pid for pid in found - _ancestors() if alive(pid))
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from onestack import files, paths, render
+from onestack.cluster import processes
 from onestack.cluster.config import ClusterError, Config, Node
 
 TEMPLATES = paths.REPO / "cluster"
@@ -150,8 +151,12 @@ def _daemon(argv, log: Path, env: Optional[dict] = None) -> None:
         raise ClusterError(f"{err}\n{tail(log)}") from None
 
 
-def daemon_env(**extra: str) -> dict:
-    return {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", **extra}
+def daemon_env(config: Config, **extra: str) -> dict:
+    """The daemons' environment, marked with the cluster's name: its
+    processes on the host's side (munged, slurmctld, slurmscriptd, whose
+    command line Slurm rewrites) are found by the mark, whatever folder a
+    shell names (processes.of_cluster)."""
+    return {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", processes.MARK: config.prefix, **extra}
 
 
 def start_munged(config: Config) -> None:
@@ -171,7 +176,7 @@ def start_munged(config: Config) -> None:
             f"--origin={config.bridge}",
         ],
         w / "munged.log",
-        daemon_env(),
+        daemon_env(config),
     )
 
 
@@ -204,7 +209,7 @@ def start_slurmctld(config: Config) -> None:
     _daemon(
         _booted(config, config.controller, [], "slurmctld", "-f", str(config.slurm_conf)),
         config.workdir / "slurmctld.log",
-        daemon_env(),
+        daemon_env(config),
     )
 
 
@@ -221,7 +226,7 @@ def start_slurmd(config: Config, node: Node) -> None:
             *_booted(config, node.name, binds, "slurmd", "-f", str(config.slurm_conf), "-N", node.name),
         ],
         folder / "slurmd.log",
-        daemon_env(HWLOC_XMLFILE=str(folder / "topology.xml")),
+        daemon_env(config, HWLOC_XMLFILE=str(folder / "topology.xml")),
     )
 
 

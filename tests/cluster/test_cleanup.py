@@ -1,6 +1,7 @@
 """`down` removes everything, also after the process that made the cluster
 was killed: `up` killed half-way, and a test SIGKILLed while it held a
-cluster and a job ran (its fixture never took the cluster down)."""
+cluster and a job ran (its fixture never took the cluster down); `up`
+stopped half-way by SIGTERM removes what it made itself."""
 
 import contextlib
 import os
@@ -74,22 +75,41 @@ def own_cluster(cluster_config, tmp_path, request):
     cluster.down(config)
 
 
-@pytest.mark.parametrize("own_cluster", [("oskup", "10.213.2.0/24")], indirect=True)
-def test_down_after_up_was_killed_half_way(own_cluster):
-    file, config = own_cluster
+@contextlib.contextmanager
+def up_half_way(file: Path, config: cluster.Config) -> Iterator[subprocess.Popen]:
+    """`make cluster`'s process once the network is made, munged and
+    slurmctld started, the slurmds starting."""
     with started([sys.executable, "-m", "onestack.cluster", "up", "--config", str(file)]) as up:
-        # Half-way: the network made, munged and slurmctld started, the slurmds starting.
         half_way = ("daemon", f"slurmd {config.nodes[0].name}")
         wait_until(
             lambda: half_way in state.made(config.workdir) or up.poll() is not None, 60, "up half-way", poll=0.02
         )
-        assert up.poll() is None, "up ended before it could be killed half-way"
+        assert up.poll() is None, "up ended before it could be stopped half-way"
+        yield up
+
+
+@pytest.mark.parametrize("own_cluster", [("oskup", "10.213.2.0/24")], indirect=True)
+def test_down_after_up_was_killed_half_way(own_cluster):
+    file, config = own_cluster
+    with up_half_way(file, config) as up:
         up.send_signal(signal.SIGKILL)
         up.wait(timeout=30)
     left = cluster.leftovers(config)
     print("left by the killed up:", left)
     assert any(item.startswith("namespace") for item in left) and any("slurmctld" in item for item in left)
     print(f"down in {down_with_the_cli(file):.1f} s")
+    assert_nothing_left(config)
+
+
+@pytest.mark.parametrize("own_cluster", [("oskup", "10.213.2.0/24")], indirect=True)
+def test_up_stopped_half_way_removes_what_it_made(own_cluster):
+    """SIGTERM, as a cancelled CI job or `timeout` sends it: `up` removes
+    what it made before it ends, with no `down` after it."""
+    file, config = own_cluster
+    with up_half_way(file, config) as up:
+        up.send_signal(signal.SIGTERM)
+        returncode = up.wait(timeout=90)
+    assert returncode == 128 + signal.SIGTERM, returncode
     assert_nothing_left(config)
 
 

@@ -3,10 +3,12 @@ them, and no node can reach anything outside the cluster."""
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
+from onestack import cluster
 from onestack.paths import REPO
 
 # Addresses no namespace may reach: two documentation networks (TEST-NET-2
@@ -94,6 +96,50 @@ def test_nodes_reach_nothing_outside(virtual_cluster):
     # forwards what comes in on it, whatever the host forwards otherwise.
     forwarding = Path(f"/proc/sys/net/ipv4/conf/{config.bridge}/forwarding").read_text().strip()
     assert forwarding == "0", f"{config.bridge} forwards: {forwarding}"
+
+
+# From inside a node: connect to the address and port given, print the errno's name ("" if it connected).
+CONNECT_TO = """
+import errno, socket, sys
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2).close()
+    print("")
+except OSError as err:
+    print(errno.errorcode.get(err.errno, str(err)))
+"""
+
+
+def test_a_node_reaches_no_service_of_the_host(virtual_cluster):
+    """The host is the head node, its address on the cluster's bridge: a
+    service of the host bound to every address (ssh, an agent) answers no
+    node; the ports of the cluster's head-side programs (slurmctld, srun,
+    the MPI launchers: the host's ephemeral range) do."""
+    config = virtual_cluster.config
+    low, high = cluster.network.ephemeral_ports()
+    node = config.nodes[0]
+    with socket.socket() as service, socket.socket() as launcher:
+        service.bind(("0.0.0.0", next(p for p in range(low - 1, 1024, -1) if _free(p))))
+        launcher.bind(("0.0.0.0", 0))
+        for listener in (service, launcher):
+            listener.listen()
+        assert low <= launcher.getsockname()[1] <= high
+        said = {
+            name: virtual_cluster.on_node(
+                node.name, sys.executable, "-c", CONNECT_TO, config.controller_address, str(s.getsockname()[1])
+            ).stdout.strip()
+            for name, s in (("service", service), ("launcher", launcher))
+        }
+    print(said)
+    assert said == {"service": "ECONNREFUSED", "launcher": ""}, said
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
 
 
 def test_the_controller_listens_on_the_bridge_alone(virtual_cluster):

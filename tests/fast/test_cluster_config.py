@@ -42,3 +42,22 @@ def test_a_cluster_folder_too_long_for_slurms_sockets_is_refused(tmp_path, monke
         cluster.config.load(file)
     monkeypatch.setenv("ONESTACK_CLUSTER_DIR", "/" + "c" * (cluster.config.MAX_WORKDIR_LENGTH - len("/ok") - 1))
     assert len(str(cluster.config.load(file).workdir)) == cluster.config.MAX_WORKDIR_LENGTH
+
+
+@pytest.mark.parametrize(
+    "subnet, held",
+    [("10.255.255.0/24", "10.255.255.53, a resolver of /etc/resolv.conf"), ("10.9.0.0/16", "10.9.0.1, a gateway")],
+)
+def test_a_subnet_that_holds_the_hosts_resolver_or_gateway_is_refused(tmp_path, monkeypatch, subnet, held):
+    """Reached through the default route, not on a network the host routes
+    itself: with the cluster's bridge up, the host's own lookups and
+    traffic would go to the nodes."""
+    file = tmp_path / "cluster.yaml"
+    file.write_text(f"prefix: ok\nsubnet: {subnet}\nnodes: 2\n")
+    resolv = tmp_path / "resolv.conf"
+    resolv.write_text("nameserver 10.255.255.53\nnameserver fe80::1%eth0\n")
+    monkeypatch.setattr(cluster.network, "RESOLV_CONF", resolv)
+    routes = [{"dst": "default", "gateway": "10.9.0.1", "dev": "eth0"}, {"dst": "10.8.0.0/24", "dev": "eth0"}]
+    monkeypatch.setattr(cluster.network, "_ip_json", lambda *args: routes)
+    with pytest.raises(cluster.ClusterError, match=rf"^{file}: subnet: {subnet} holds {held}"):
+        cluster.network.check_subnet_free(cluster.config.load(file))

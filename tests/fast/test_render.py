@@ -372,7 +372,16 @@ def _flavor_module(flavor, text: str, tmp_path: Path) -> str:
 @pytest.mark.parametrize(
     "loaded, refused",
     [
-        ({"ONESTACK_MPI_RUNTIME": "impi"}, "mpi-runtime/impi is loaded; load the flavor first, then the runtime"),
+        (
+            {"ONESTACK_MPI_RUNTIME": "impi", "ONESTACK_MPI_RUNTIME_SERVES": "mpich,mpi5"},
+            "mpi-runtime/impi is loaded; load the flavor first, then the runtime: module unload mpi-runtime; "
+            "module load qe/openblas-mpich mpi-runtime/impi",
+        ),
+        (
+            {"ONESTACK_MPI_RUNTIME": "openmpi6", "ONESTACK_MPI_RUNTIME_SERVES": "mpi5"},
+            "mpi-runtime/openmpi6 is loaded, which does not serve this flavor's mpich ABI: module unload "
+            "mpi-runtime; module load qe/openblas-mpich",
+        ),
         ({"ONESTACK_LOADED_MPI": "wi4mpi/3.7.1"}, "wi4mpi/3.7.1 is loaded, whose mpirun"),
         ({"ONESTACK_LOADED_MPI": "intel-oneapi-mpi/2021.18.1"}, ""),  # its own MPI (_flavor_module's)
         ({"ONESTACK_FLAVOR_SETTINGS": "X:OPENBLAS_NUM_THREADS", "OPENBLAS_NUM_THREADS": "4"}, "it sets OPENBLAS_NUM"),
@@ -385,7 +394,8 @@ def test_a_flavor_refuses_what_it_would_silently_override(loaded, refused, tmp_p
     bare MPI or translator of another MPI (whose mpirun would start it), or
     beside a flavor that set one of its settings otherwise: refused, saying
     what to do."""
-    for name in ("ONESTACK_MPI_RUNTIME", "ONESTACK_LOADED_MPI", "ONESTACK_FLAVOR_SETTINGS", "OPENBLAS_NUM_THREADS"):
+    every = ("ONESTACK_MPI_RUNTIME", "ONESTACK_MPI_RUNTIME_SERVES", "ONESTACK_LOADED_MPI", "ONESTACK_FLAVOR_SETTINGS")
+    for name in (*every, "OPENBLAS_NUM_THREADS"):
         monkeypatch.delenv(name, raising=False)
     for name, value in loaded.items():
         monkeypatch.setenv(name, value)

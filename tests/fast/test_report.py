@@ -533,32 +533,27 @@ def test_each_round_runs_every_contestant_and_a_broken_one_is_reported(monkeypat
     assert broken == {"name": "broken", "label": "broken", "error": "energy off", "figures": {}}
 
 
+OVER_V2 = {"figure": "ns_per_day", "over_level": "x86-64-v2"}
+
+
+def _v3_picked(lowered: str) -> dict:
+    """gromacs/a 45 ns/day as dispatched, 30 on its x86-64-v2 build alone; its
+    dispatcher ran its x86-64-v3 build, lowered to it on this CPU or not."""
+    figures = {"ns_per_day": {"unit": "ns/day", "better": "higher"}}
+    baseline = _result("gromacs/a-x86-64-v2-only", "baseline_level", ns_per_day=(29, 30, 31))
+    picked = {"of": "gromacs/a", "picked": "x86-64-v3", "lowered": lowered}
+    return _app([_result("gromacs/a", "flavor", ns_per_day=(44, 45, 46)), {**baseline, **picked}], figures)
+
+
 def test_a_level_goal_is_judged_on_the_level_the_dispatcher_runs(monkeypatch):
     """On an AVX-512 CPU whose model the flavor's table lowers to v3 (an
     Intel Xeon with one AVX-512 FMA unit), the flavor's own run is its v3
     build: the v3 goal is judged, the v4 goal says why it is not."""
-    figures = {"ns_per_day": {"unit": "ns/day", "better": "higher"}}
-    runs = [
-        _result("gromacs/a", "flavor", ns_per_day=(44, 45, 46)),
-        {
-            **_result("gromacs/a-x86-64-v2-only", "baseline_level", ns_per_day=(29, 30, 31)),
-            "of": "gromacs/a",
-            "picked": "x86-64-v3",
-            "lowered": "one AVX-512 FMA unit",
-        },
-    ]
     monkeypatch.setattr(goals.host, "level", lambda: "v4")
-    v3 = goals.level_gain(
-        {"figure": "ns_per_day", "at_least": 1.3, "on_level": "x86-64-v3", "over_level": "x86-64-v2"},
-        _app(runs, figures),
-        {},
-    )
+    gmx = _v3_picked("one AVX-512 FMA unit")
+    v3 = goals.level_gain({**OVER_V2, "at_least": 1.3, "on_level": "x86-64-v3"}, gmx, {})
     assert not v3["verdict"].startswith("not measured"), v3
-    v4 = goals.level_gain(
-        {"figure": "ns_per_day", "at_least": 1.5, "on_level": "x86-64-v4", "over_level": "x86-64-v2"},
-        _app(runs, figures),
-        {},
-    )
+    v4 = goals.level_gain({**OVER_V2, "at_least": 1.5, "on_level": "x86-64-v4"}, gmx, {})
     assert v4["verdict"] == (
         "not measured: this host is x86-64-v4, whose dispatcher runs its x86-64-v3 build (lower_level_on), "
         "the goal is for x86-64-v4"
@@ -569,26 +564,16 @@ def test_a_host_above_the_newest_build_judges_no_level_goal(monkeypatch):
     """On an AVX-512 host where the flavors have no x86-64-v4 build, the
     dispatcher runs their v3 build for want of one: the AVX2 host's goal
     is not judged there, and the AVX-512 host's says why."""
-    figures = {"ns_per_day": {"unit": "ns/day", "better": "higher"}}
-    runs = [
-        _result("gromacs/a", "flavor", ns_per_day=(44, 45, 46)),
-        {
-            **_result("gromacs/a-x86-64-v2-only", "baseline_level", ns_per_day=(29, 30, 31)),
-            "of": "gromacs/a",
-            "picked": "x86-64-v3",
-            "lowered": "",
-        },
-    ]
     monkeypatch.setattr(goals.host, "level", lambda: "v4")
-    over_v2 = {"figure": "ns_per_day", "over_level": "x86-64-v2"}
-    v3 = goals.level_gain({**over_v2, "at_least": 1.3, "on_level": "x86-64-v3"}, _app(runs, figures), {})
+    gmx = _v3_picked("")
+    v3 = goals.level_gain({**OVER_V2, "at_least": 1.3, "on_level": "x86-64-v3"}, gmx, {})
     assert v3 == {
         "figure": "1.50x (gromacs/a 30 -> 45): its x86-64-v3 build, the newest it has, against its baseline build, "
         "on this x86-64-v4 host",
         "verdict": "not measured: this host is x86-64-v4, and the flavors have no x86-64-v4 build (the dispatcher "
         "runs their x86-64-v3 build), the goal is for x86-64-v3",
     }, v3
-    v4 = goals.level_gain({**over_v2, "at_least": 1.5, "on_level": "x86-64-v4"}, _app(runs, figures), {})
+    v4 = goals.level_gain({**OVER_V2, "at_least": 1.5, "on_level": "x86-64-v4"}, gmx, {})
     assert v4["verdict"].startswith("not measured: this host is x86-64-v4, and the flavors have no x86-64-v4 build")
 
 

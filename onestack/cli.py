@@ -58,7 +58,6 @@ def cmd_site(args) -> None:
     matrix = stack.load()
     print(f"==> site: {matrix.site.name} ({data.location(matrix.site.file)}): {matrix.site.description}")
     print(f"==> site: prefix {paths.prefix()}, fabric {matrix.site.fabric}")
-    spack.set_up_mark().unlink(missing_ok=True)
     _check_prefix(paths.prefix())
     mirror.check_obtainable(offline=_offline(args))
     _rendered(matrix)

@@ -90,8 +90,10 @@ def lock_is_current() -> bool:
 
 
 def set_up_mark() -> Path:
-    """Written by the site's set-up when its last step is done, removed at
-    its start: a set-up stopped half-way leaves none."""
+    """Written by the site's set-up when its last step is done: a first
+    set-up stopped half-way leaves none. (Never removed: a set-up run again
+    replaces each file whole, while commands beside it, the pipeline's
+    concurrent jobs, read the one before.)"""
     return site.cache_dir() / "set-up-done"
 
 

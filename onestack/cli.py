@@ -267,7 +267,9 @@ def cmd_check(args) -> None:
     if not args.built:
         _check(selected)
         return
-    with tempfile.TemporaryDirectory(prefix="onestack-built-") as tree:
+    # Under the prefix, whose path is checked (it lands in the modules), and
+    # not TMPDIR's, which may not pass that check.
+    with tempfile.TemporaryDirectory(prefix="modules-built-", dir=paths.prefix()) as tree:
         os.environ["ONESTACK_MODULES"] = tree
         print(f"==> check: the builds of {', '.join(f.module_name for f in selected)} published into {tree}")
         publish.publish(selected)

@@ -222,11 +222,22 @@ def up(config: Config) -> Cluster:
     return Cluster(config)
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised as an interrupt: pytest ends the run on it
+    (running its fixtures' teardown), where a SystemExit inside a test would
+    fail that test alone and go on; `python -m onestack.cluster` exits with
+    128 + the signal, as the signal itself would have it."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"stopped by signal {signum}")
+        self.signum = signum
+
+
 @contextlib.contextmanager
 def _stopped_as_exit() -> Iterator[None]:
     """SIGTERM and SIGHUP (a cancelled CI job, `timeout`, a closed terminal)
     end Python without running its `except` and `finally` blocks: within
-    this block they raise SystemExit instead, so that what was made is
+    this block they raise Stopped instead, so that what was made is
     removed; a second one is ignored, not to stop that removal half-way."""
     if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
         yield
@@ -235,7 +246,7 @@ def _stopped_as_exit() -> Iterator[None]:
     def stop(signum, frame):
         for sig in STOP_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
-        raise SystemExit(128 + signum)
+        raise Stopped(signum)
 
     before = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
     try:

@@ -77,6 +77,9 @@ def main(argv=None) -> int:
     except OnestackError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+    except cluster.Stopped as stopped:
+        print(f"error: {stopped}: what was made is removed", file=sys.stderr)
+        return 128 + stopped.signum
     finally:
         paths.give_back_cache()  # `sudo make cluster`: the cache stays its user's
     return 0

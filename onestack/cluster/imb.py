@@ -20,7 +20,7 @@ import math
 import os
 import re
 import shutil
-import subprocess
+import signal
 import tarfile
 import tempfile
 import time
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from onestack import files, paths, spack, stack
+from onestack import commands, files, paths, spack, stack
 from onestack.cluster import mpis
 from onestack.cluster.config import ClusterError
 from onestack.cluster.mpis import Mpi
@@ -131,18 +131,15 @@ def build(mpi: Mpi) -> Path:
         work = Path(tmp)
         for folder in ("src_cpp", "src_c"):  # src_cpp includes headers of ../src_c
             shutil.copytree(source_dir / folder, work / folder)
-        proc = subprocess.run(
+        code, out, err = commands.run_whole(
             ["make", "-C", str(work / "src_cpp"), "-f", "Makefile", "-j2", "TARGET=MPI1"]
             + [f"CC={mpi.mpicc}", f"CXX={mpi.mpicxx}"],
-            text=True,
-            capture_output=True,
+            BUILD_TIMEOUT,
             env={**os.environ, **dict(mpi.env)},
-            timeout=BUILD_TIMEOUT,
         )
-        if proc.returncode != 0:
-            raise ClusterError(
-                f"{PROGRAM} with {mpi.name}'s {mpi.mpicxx} failed:\n{proc.stdout[-1500:]}{proc.stderr[-1500:]}"
-            )
+        if code != 0:
+            ended = f"no result after {BUILD_TIMEOUT} s" if code == -signal.SIGKILL else "failed"
+            raise ClusterError(f"{PROGRAM} with {mpi.name}'s {mpi.mpicxx} {ended}:\n{out[-1500:]}{err[-1500:]}")
         with files.replacing(exe) as partial:
             shutil.copy2(work / "src_cpp" / PROGRAM, partial)
     return exe

@@ -5,6 +5,8 @@ the host's bridge address, and nothing outside this machine."""
 
 import ipaddress
 import json
+import os
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass
@@ -131,12 +133,21 @@ table inet {firewall_table(config.prefix)} {{
   }}
 }}
 """
-    _check(subprocess.run(["nft", "-f", "-"], input=rules, text=True, capture_output=True, timeout=30))
+    _check(subprocess.run([_nft(), "-f", "-"], input=rules, text=True, capture_output=True, timeout=30))
+
+
+def _nft() -> str:
+    """nft, also from the sbin folders a user's PATH may lack; "" if this
+    machine has none (then no table of the cluster's either)."""
+    return shutil.which("nft", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin") or ""
 
 
 def firewall_tables(prefix: str) -> List[str]:
-    """The cluster's tables in the host's ruleset (none where nft is missing)."""
-    proc = subprocess.run(["nft", "-j", "list", "tables"], text=True, capture_output=True, timeout=30)
+    """The cluster's tables in the host's ruleset (none where nft is missing
+    or, not root, cannot read it)."""
+    if not _nft():
+        return []
+    proc = subprocess.run([_nft(), "-j", "list", "tables"], text=True, capture_output=True, timeout=30)
     if proc.returncode != 0:
         return []
     entries = json.loads(proc.stdout or "{}").get("nftables", [])
@@ -145,7 +156,7 @@ def firewall_tables(prefix: str) -> List[str]:
 
 
 def delete_firewall(name: str) -> None:
-    _check(subprocess.run(["nft", "delete", "table", "inet", name], text=True, capture_output=True, timeout=30))
+    _check(subprocess.run([_nft(), "delete", "table", "inet", name], text=True, capture_output=True, timeout=30))
 
 
 def make_namespace(node: Node) -> None:
@@ -227,8 +238,12 @@ def release_netns_dir() -> bool:
     for _ in range(4):  # a mount stacked on another, at most a few
         if not _mount_point(NETNS_DIR):
             break
-        _check(subprocess.run(["umount", str(NETNS_DIR)], text=True, capture_output=True, timeout=30))
-    NETNS_DIR.rmdir()
+        if subprocess.run(["umount", str(NETNS_DIR)], capture_output=True, timeout=30).returncode != 0:
+            return False  # busy: another cluster's `ip netns add` meanwhile; it stays
+    try:
+        NETNS_DIR.rmdir()
+    except OSError:  # a namespace added meanwhile
+        return False
     return True
 
 

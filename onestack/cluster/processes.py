@@ -1,7 +1,8 @@
 """The cluster's processes, found without trusting any record: everything in
 a node's network namespace, the host-side daemons (their environment has the
-cluster's mark, MARK) and Slurm clients still talking to the cluster (their
-SLURM_CONF is its slurm.conf)."""
+cluster's mark, MARK, or their parent's does) and Slurm clients still
+talking to the cluster (their SLURM_CONF is its slurm.conf). Root reads
+them all; another user, only their own."""
 
 import os
 import signal
@@ -59,7 +60,20 @@ def of_cluster(prefix: str, workdir: Path) -> List[int]:
         environ = _read(pid, "environ").split(b"\0")
         if mark in environ or (command_name(pid) in SLURM_CLIENTS and conf in environ):
             found.add(pid)
-    return sorted(pid for pid in found - _ancestors() if alive(pid))
+    return sorted(pid for pid in (found | _children(found)) - _ancestors() if alive(pid))
+
+
+def _children(parents: Set[int]) -> Set[int]:
+    """The processes the cluster's own started that no longer show its mark:
+    slurmctld's slurmscriptd writes its title over its environment
+    (setproctitle)."""
+    children = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _read(int(entry.name), "stat").rsplit(b")", 1)
+            if len(fields) == 2 and int(fields[1].split()[1]) in parents:
+                children.add(int(entry.name))
+    return children
 
 
 def end(pids: Iterable[int], grace: float = 5, patience: float = 5) -> List[int]:

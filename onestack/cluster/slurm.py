@@ -153,9 +153,9 @@ def _daemon(argv, log: Path, env: Optional[dict] = None) -> None:
 
 def daemon_env(config: Config, **extra: str) -> dict:
     """The daemons' environment, marked with the cluster's name: its
-    processes on the host's side (munged, slurmctld, slurmscriptd, whose
-    command line Slurm rewrites) are found by the mark, whatever folder a
-    shell names (processes.of_cluster)."""
+    processes on the host's side (munged, slurmctld, and by their parent
+    those that write over it, slurmscriptd) are found by the mark, whatever
+    folder a shell names (processes.of_cluster)."""
     return {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", processes.MARK: config.prefix, **extra}
 
 

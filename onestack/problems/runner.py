@@ -7,12 +7,11 @@ problems through here."""
 import os
 import shutil
 import signal
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from onestack import render
+from onestack import commands, render
 from onestack.problems import check
 from onestack.problems.problem import Problem, ProblemError, prepare
 
@@ -168,24 +167,12 @@ def execute(problem: Problem, how: How, workdir: Path, init: Optional[Path] = No
 
 
 def _bash(file: Path) -> Tuple[int, str]:
-    """A run script's exit code and what it printed. A run past TIMEOUT_S is
-    killed whole: the script's session (its launcher and ranks, or qemu),
-    not the shell alone, which would leave them running."""
-    with subprocess.Popen(
-        ["bash", "--noprofile", "--norc", str(file)],
-        env=clean_env(),
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    ) as proc:
-        try:
-            out, err = proc.communicate(timeout=TIMEOUT_S)
-            return proc.returncode, out + err
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
-            return -signal.SIGKILL, f"killed after {TIMEOUT_S} s\n{out}{err}"
+    """A run script's exit code and what it printed; a run past TIMEOUT_S is
+    killed whole (commands.run_whole)."""
+    code, out, err = commands.run_whole(["bash", "--noprofile", "--norc", str(file)], TIMEOUT_S, env=clean_env())
+    if code == -signal.SIGKILL:
+        return code, f"killed after {TIMEOUT_S} s\n{out}{err}"
+    return code, out + err
 
 
 def run(problem: Problem, how: How, workdir: Path, init: Optional[Path] = None, submit=None) -> List[check.Check]:

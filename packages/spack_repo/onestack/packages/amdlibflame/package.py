@@ -33,3 +33,10 @@ class Amdlibflame(BuiltinAmdlibflame):
     git = "https://github.com/amd/libflame.git"
 
     version("4.2", commit="b51ceb238bb3a597c014f371822fc6963b1d5893")
+
+    @when("@4.2")
+    def patch(self):
+        # Its CMakeLists.txt tunes libFLAME's own code for the build host
+        # (-mtune=native, after Spack's flags): the site's library is tuned
+        # for no one CPU, as Spack's target flags ask.
+        filter_file("-mtune=native", "-mtune=generic", "CMakeLists.txt", string=True)

@@ -28,8 +28,17 @@ class OpenmpiAbi(AutotoolsPackage):
     homepage = "https://www.open-mpi.org"
     git = "https://github.com/open-mpi/ompi.git"
 
-    # The v6.0.x branch of 2026-08-18 ("Merge pull request #14324").
-    version("6.0.0a1", commit="bb1c85d203cdb7162f0cd92f71f7298048cd9581", submodules=True)
+    # The v6.0.x branch of 2026-08-18 ("Merge pull request #14324"), with the
+    # submodules the build compiles in (and theirs), those the site mirror
+    # archives (setup/offline-sources.yaml): not 3rd-party/pympistandard, whose
+    # folder the ABI bindings' generator would read before py-pympistandard
+    # below, so that a build from a clone and one from the mirror would differ.
+    _SUBMODULES = ["3rd-party/openpmix", "3rd-party/prrte", "config/oac"]
+    version(
+        "6.0.0a1",
+        commit="bb1c85d203cdb7162f0cd92f71f7298048cd9581",
+        submodules=lambda package: package._SUBMODULES,
+    )
 
     # A build with it (mpicc_abi) is a standard-ABI build, as with mpich-abi.
     provides("mpi@:5")

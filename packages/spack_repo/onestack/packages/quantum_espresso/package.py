@@ -28,10 +28,13 @@ class QuantumEspresso(BuiltinQuantumEspresso):
     a -march=native twin; tests/test_fat_binaries.py runs it on each
     generation under qemu and shows the path the library chose."""
 
-    # Debian's espresso_6.7.orig.tar.gz is the qe-6.7.0 release archive, not the
-    # "qe-6.7MaX-Release" archive the builtin 6.7 checksums, so it is a version of
-    # its own. It is what `make mirror` takes from Debian's source package when
-    # upstream is unreachable; the builtin 6.7 checksum is left as it is.
+    # Debian's espresso_6.7.orig.tar.gz is QE 6.7's release pack (its folder
+    # qe-6.7/, with generated documentation and archive/), not the repository
+    # archive the builtin 6.7 checksums (of the same commit): other bytes, so a
+    # version of its own, which `make mirror` takes from Debian's source
+    # package. The url names that commit's repository archive, whose bytes
+    # differ again: online without the mirror, the fetch fails its checksum.
+    # The builtin 6.7 checksum is left as it is.
     version(
         "6.7.0",
         sha256="8f06ea31ae52ad54e900a2f51afd5c70f78096d9dcf39c86c2b17dccb1ec9c87",
@@ -45,6 +48,25 @@ class QuantumEspresso(BuiltinQuantumEspresso):
     # offline (devXlib's own host is one no machine here reaches).
     _SUBMODULES = ["external/devxlib", "external/mbd", "external/wannier90"]
     version("7.5.0", commit="770a0b2d12928a67048e2f3da8d10d057e52179e", submodules=lambda package: package._SUBMODULES)
+
+    # What would fetch sources outside Spack at build time, unpinned or from
+    # hosts no build here reaches: EPW's Wannier90 (6.7's EPW makefile
+    # downloads it, no checksum), and the submodules 7.5's CMake clones when
+    # the archive lacks them (FoX, for +fox and the GIPAW plugin; QMCPACK's
+    # converter).
+    conflicts("+epw", when="@6.7.0", msg="EPW 6.7 downloads Wannier90 at build time, unverified: build ~epw")
+    for _variant in ("fox", "qmcpack"):
+        conflicts(
+            f"+{_variant}",
+            when="@7.5.0",
+            msg=f"QE 7.5's CMake clones what +{_variant} needs at configure time, outside Spack's verified "
+            f"sources: build ~{_variant}",
+        )
+    conflicts(
+        "+gipaw",
+        when="@7.5.0",
+        msg="QE 7.5's GIPAW needs FoX, which its CMake clones at configure time: build ~gipaw",
+    )
 
     def patch(self):
         """QE's CMake takes a submodule folder as checked out when it holds a

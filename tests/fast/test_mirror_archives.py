@@ -3,13 +3,17 @@ Spack): a file is admitted only if its sha256 is the recipe's; a version
 pinned by commit is archived from that commit; a release archive is made
 from its tag as GitHub serves it."""
 
+import ast
 import gzip
 import shutil
 import subprocess
 import tarfile
+from pathlib import Path
+from typing import Dict, List
 
 import pytest
 
+from onestack import paths
 from onestack.spack import mirror
 
 
@@ -221,3 +225,38 @@ def test_set_up_finds_a_clone_that_lacks_a_submodule_before_anything_builds(tmp_
         mp.setenv("TEST_SUB", str(tmp_path / "sub"))
         mirror.check_obtainable(offline=True)
     assert "$TEST_TOP" in capsys.readouterr().out
+
+
+def _declared_submodules(recipe: Path) -> Dict[str, List[str]]:
+    """commit -> the submodules a site recipe's version of it fetches (its
+    `_SUBMODULES`), read from the recipe's source (no Spack here)."""
+    tree = ast.parse(recipe.read_text())
+    found: Dict[str, List[str]] = {}
+    for cls in (node for node in tree.body if isinstance(node, ast.ClassDef)):
+        lists = [
+            ast.literal_eval(node.value)
+            for node in cls.body
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "_SUBMODULES" for t in node.targets)
+        ]
+        for call in (n for n in ast.walk(cls) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "version"):
+            keywords = {k.arg: k.value for k in call.keywords}
+            if "commit" not in keywords or "submodules" not in keywords:
+                continue
+            every = isinstance(keywords["submodules"], ast.Constant) and keywords["submodules"].value is True
+            found[ast.literal_eval(keywords["commit"])] = ["every submodule (submodules=True)"] if every else lists[0]
+    return found
+
+
+def test_a_recipe_fetches_the_submodules_the_mirror_archives():
+    """Open MPI 6's recipe fetched every submodule online (pympistandard
+    too, which its ABI generator then reads first), while the mirror's
+    archive held three: a build from a clone and one from the mirror differed."""
+    known = mirror.offline_sources()
+    declared = {}
+    for recipe in sorted((paths.REPO / "packages").rglob("package.py")):
+        declared.update(_declared_submodules(recipe))
+    assert declared, "no site recipe declares its submodules"
+    for commit, submodules in declared.items():
+        archived = known[commit]["git_archive"].get("submodules", {})
+        top = sorted(path for path in archived if not any(path.startswith(f"{other}/") for other in archived))
+        assert top == sorted(submodules), (commit, top, submodules)

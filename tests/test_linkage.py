@@ -42,7 +42,9 @@ def test_a_flavor_loads_no_other_math_family(module, live_release, published_fla
     """In every level build its entry point may run."""
     require_published(module, published_flavors)
     flavor = stack.load().flavor(module)
-    for build in built_levels(live_release, flavor).values():
+    builds = built_levels(live_release, flavor)
+    assert builds, f"{module}: no build in its release's levels"
+    for build in builds.values():
         program = Path(build) / flavor.app.program
         loaded = _loaded(program)
         others = {name: _of(name, loaded) for name in FAMILY_PATHS if name != flavor.math}

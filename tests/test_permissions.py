@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import run_as
+from conftest import assert_checks, run_as
 
 from onestack import paths, problems
 
@@ -46,8 +46,8 @@ def test_another_user_runs_a_published_flavor(user, init_script, published_flavo
     outcome = problems.execute(
         problems.load("hpl")["hpl"], problems.How(modules=(module,)), workdir, init_script, submit=run_as(user)
     )
-    assert not outcome.failure(), outcome.failure()
-    assert all(c.passed for c in outcome.checks())
+    assert not outcome.failure(), f"{module} as {user}: {outcome.failure()}"
+    assert_checks(f"{module} as {user}", outcome.checks())
 
 
 def test_another_user_can_change_nothing_of_the_tree(user, live_release):

@@ -12,7 +12,9 @@ from onestack import data as onestack_data
 from onestack import paths
 from onestack.errors import OnestackError
 
-DEFAULT_FILE = paths.REPO / "cluster" / "cluster.yaml"
+# The cluster's files: its description, and the templates of what `up` writes.
+TEMPLATES = paths.REPO / "cluster"
+DEFAULT_FILE = TEMPLATES / "cluster.yaml"
 # The nodes' side of each veth pair: every node calls its cluster interface so,
 # like the first NIC of a real node (MPI settings can name it).
 NODE_INTERFACE = "eth0"

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from onestack.cluster.config import NODE_INTERFACE, ClusterError, Config, Node
+from onestack import render
+from onestack.cluster.config import NODE_INTERFACE, TEMPLATES, ClusterError, Config, Node
 
 
 @dataclass(frozen=True)
@@ -116,23 +117,8 @@ def make_firewall(config: Config) -> None:
     bridge is routed out, whatever the host's forwarding is set to later
     (Docker or libvirt turn it on for every interface)."""
     low, high = ephemeral_ports()
-    bridge = config.bridge
-    rules = f"""
-table inet {firewall_table(config.prefix)} {{
-  chain input {{
-    type filter hook input priority filter; policy accept;
-    iifname "{bridge}" ct state established,related accept
-    iifname "{bridge}" tcp dport {low}-{high} accept
-    iifname "{bridge}" icmp type echo-request accept
-    iifname "{bridge}" meta l4proto tcp reject with tcp reset
-    iifname "{bridge}" reject with icmpx type admin-prohibited
-  }}
-  chain forward {{
-    type filter hook forward priority filter; policy accept;
-    iifname "{bridge}" oifname != "{bridge}" drop
-  }}
-}}
-"""
+    table, bridge = firewall_table(config.prefix), config.bridge
+    rules = render.text(TEMPLATES, "firewall.nft.j2", table=table, bridge=bridge, low=low, high=high)
     _check(subprocess.run([_nft(), "-f", "-"], input=rules, text=True, capture_output=True, timeout=30))
 
 

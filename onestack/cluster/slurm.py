@@ -12,11 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from onestack import files, paths, render
+from onestack import files, render
 from onestack.cluster import processes
-from onestack.cluster.config import ClusterError, Config, Node
+from onestack.cluster.config import TEMPLATES, ClusterError, Config, Node
 
-TEMPLATES = paths.REPO / "cluster"
 BOOT_SCRIPT = TEMPLATES / "boot.sh"
 # Slurm's states of a job that has ended (scontrol's JobState).
 ENDED = {

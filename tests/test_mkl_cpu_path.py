@@ -32,7 +32,8 @@ def _cpu() -> dict:
 
 
 def _mkl_path(module: str, workdir: Path, init: Path, unset: tuple = ()) -> str:
-    problem = next(iter(problems.load(stack.load().flavor(module).app.module).values()))
+    flavor = stack.load().flavor(module)
+    problem = problems.of_flavor(flavor, next(iter(problems.load(flavor.app.module))))
     ran = problems.execute(problem, problems.How(modules=(module,), env=(VERBOSE,), unset=unset), workdir, init)
     assert ran.exit == 0, f"{module}: exit {ran.exit}\n{ran.printed[-2000:]}"
     found = PATH_LINE.search(ran.printed)

@@ -65,7 +65,7 @@ def test_problem_passes_on_intel_mpi_runtime(mpi, init_script, published_flavors
     # I_MPI_DEBUG makes Intel MPI name itself at start-up: proof of which MPI
     # ran (an RPATH to the build's own MPI would keep it, silently).
     checks = problems.run(
-        problems.load(app)[case],
+        problems.of_flavor(stack.load().flavor(module), case),
         problems.How(modules=(module, "mpi-runtime/impi"), env=(("I_MPI_DEBUG", "4"),)),
         tmp_path,
         init_script,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import assert_checks, run_as
 
-from onestack import paths, problems
+from onestack import paths, problems, stack
 
 USER = "onestack-user"  # made here: an account with no rights but its own
 
@@ -44,7 +44,11 @@ def test_another_user_runs_a_published_flavor(user, init_script, published_flavo
     workdir.mkdir()
     workdir.chmod(0o777)
     outcome = problems.execute(
-        problems.load("hpl")["hpl"], problems.How(modules=(module,)), workdir, init_script, submit=run_as(user)
+        problems.of_flavor(stack.load().flavor(module), "hpl"),
+        problems.How(modules=(module,)),
+        workdir,
+        init_script,
+        submit=run_as(user),
     )
     assert not outcome.failure(), f"{module} as {user}: {outcome.failure()}"
     assert_checks(f"{module} as {user}", outcome.checks())

@@ -112,10 +112,10 @@ def _check_not_checked(matrix) -> None:
 def _check_hybrid_threads(matrix) -> None:
     """An application with a hybrid flavor says in each of its problems how
     the program reports its threads: the hybrid runs check them."""
-    for app in sorted({f.app.module for f in matrix.flavors if f.threads != "none"} & set(problems.apps())):
+    for app in sorted({f.app.module for f in matrix.flavors if f.hybrid} & set(problems.apps())):
         for case, problem in problems.load(app, benchmarks=True).items():
             if "threads_pattern" not in problem.spec:
-                hybrid = next(f for f in matrix.flavors if f.app.module == app and f.threads != "none")
+                hybrid = next(f for f in matrix.flavors if f.app.module == app and f.hybrid)
                 raise data.InputError(
                     f"{problems.PROBLEMS}/{app}/{case}.yaml: threads_pattern: missing, and {hybrid.module_name} "
                     "is hybrid: add the pattern of the line where the program says how many threads a rank ran"

@@ -53,6 +53,7 @@ def of_cluster(prefix: str, workdir: Path) -> List[int]:
     found = {pid for namespace in network.namespaces(prefix) for pid in network.pids_in(namespace)}
     mark = f"{MARK}={prefix}".encode()
     conf = f"SLURM_CONF={workdir}/slurm.conf".encode()
+    parent = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -60,20 +61,12 @@ def of_cluster(prefix: str, workdir: Path) -> List[int]:
         environ = _read(pid, "environ").split(b"\0")
         if mark in environ or (command_name(pid) in SLURM_CLIENTS and conf in environ):
             found.add(pid)
-    return sorted(pid for pid in (found | _children(found)) - _ancestors() if alive(pid))
-
-
-def _children(parents: Set[int]) -> Set[int]:
-    """The processes the cluster's own started that no longer show its mark:
-    slurmctld's slurmscriptd writes its title over its environment
-    (setproctitle)."""
-    children = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            fields = _read(int(entry.name), "stat").rsplit(b")", 1)
-            if len(fields) == 2 and int(fields[1].split()[1]) in parents:
-                children.add(int(entry.name))
-    return children
+        fields = _read(pid, "stat").rsplit(b")", 1)
+        parent[pid] = int(fields[1].split()[1]) if len(fields) == 2 else 0
+    # With their children: slurmctld's slurmscriptd writes its title over
+    # its environment, mark and all (setproctitle).
+    found |= {pid for pid, ppid in parent.items() if ppid in found}
+    return sorted(pid for pid in found - _ancestors() if alive(pid))
 
 
 def end(pids: Iterable[int], grace: float = 5, patience: float = 5) -> List[int]:

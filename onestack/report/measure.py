@@ -44,7 +44,7 @@ def contestants(published: List[str]) -> List[dict]:
             "app": build.app.module,
             "kind": build.kind,
             "version": build.app.version,
-            "hybrid": build.threads != "none",
+            "hybrid": build.hybrid,
             "how": How(modules=(host,), path=(f"{root['prefix']}/bin",)),
         }
         # A native twin runs right after its fat flavor, so that the two meet
@@ -66,7 +66,7 @@ def _flavor_runs(flavor: Flavor, release: Path, published: List[str]) -> List[di
         "how": how,
         "kind": "flavor",
         "version": flavor.app.version,
-        "hybrid": flavor.threads != "none",
+        "hybrid": flavor.hybrid,
         "not_checked": _not_checked(flavor),
     }
     return [
@@ -90,7 +90,7 @@ def _beside(flavor: Flavor, suffix: str, label: str, kind: str, how: How, **more
         "kind": kind,
         "version": flavor.app.version,
         "how": how,
-        "hybrid": flavor.threads != "none",
+        "hybrid": flavor.hybrid,
         **more,
     }
 
@@ -109,7 +109,7 @@ def _threaded(flavor: Flavor, how: How) -> List[dict]:
     """A hybrid flavor runs once more right after itself as one rank with as
     many threads as its own run has ranks (as_run, run_once): both layouts a
     user can pick, at equal cores, side by side (goals of kind layout_gap)."""
-    if flavor.threads == "none":
+    if not flavor.hybrid:
         return []
     label = "1 rank, a thread per core"
     return [_beside(flavor, "threads", label, "threaded", how, one_rank=True, not_checked=_not_checked(flavor))]
@@ -137,7 +137,7 @@ def _on_runtimes(flavor: Flavor, published: List[str]) -> List[dict]:
                 "app": flavor.app.module,
                 "kind": "abi_runtime",
                 "version": flavor.app.version,
-                "hybrid": flavor.threads != "none",
+                "hybrid": flavor.hybrid,
                 "how": How(
                     modules=(flavor.module_name, runtime.module_name),
                     no_own_level=dispatch.without_own_level(publish.current_release(), flavor),

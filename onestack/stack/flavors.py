@@ -129,6 +129,11 @@ class Flavor:
         return self.kind == "native"
 
     @property
+    def hybrid(self) -> bool:
+        """MPI ranks with threads (`threads` other than none)."""
+        return self.threads != "none"
+
+    @property
     def module_name(self) -> str:
         """The shortest module name that loads it, and the stack's name for it:
         qe/openblas-mpich for the version that name loads (default_version),

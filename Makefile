@@ -29,24 +29,23 @@ setup: setup-spack
 	@bash setup/apptainer.sh
 	@$(ONESTACK) signing-key
 
-# Set-up less Apptainer and the signing key, for what only Spack's commands
-# and the modules need: the pipeline's audit, concretize, build and test
-# jobs, the checks through the live tree. Their runner has no use
-# for minutes of Apptainer's build; beside `make test`'s own build of it
-# (tests/run.sh), the pipeline test's jobs built it a second time.
+# Set-up less Apptainer and the signing key, which only the images use:
+# what Spack's commands and the modules need (builds, publish, the mirror,
+# the pipeline's audit, concretize, build and test jobs, the checks through
+# the live tree), without minutes of Apptainer's build. gitlab-ci-local (npm)
+# is for the pipeline test alone: `make test` sets it up (tests/run.sh).
 setup-spack: venv
 	@$(ONESTACK) host
 	@bash setup/apt.sh
 	@bash setup/spack.sh
-	@bash setup/node.sh
 	@$(ONESTACK) site
 
-mirror: setup
+mirror: setup-spack
 	@$(ONESTACK) mirror $$FLAVORS
 
 # The live tree offers every built flavor of the build lists, so FLAVORS
 # selects what to build, not what to publish.
-stack: setup
+stack: setup-spack
 	@$(ONESTACK) build $$FLAVORS
 	@$(ONESTACK) publish
 

@@ -55,6 +55,9 @@ def cmd_site(args) -> None:
     """Set-up of this machine for the selected site: its data checked, the
     sources a rebuild needs listed (an offline machine missing one stops
     here), Spack's site scope (mirrors, externals, vendor libraries)."""
+    # All of it, the test problems too: stack.load() alone would leave a bad
+    # problem file to the first test run, after every Spack solve and build.
+    validate.check_all()
     matrix = stack.load()
     print(f"==> site: {matrix.site.name} ({data.location(matrix.site.file)}): {matrix.site.description}")
     print(f"==> site: prefix {paths.prefix()}, fabric {matrix.site.fabric}")
@@ -68,13 +71,15 @@ def cmd_site(args) -> None:
     files.write_text(spack.set_up_mark(), f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n")
 
 
-def _rendered(matrix, ci: bool = False) -> None:
+def _rendered(matrix) -> None:
     """The site's environment includes the rendered flavors: a fresh checkout
     has none yet, and Spack refuses the environment (even for `external
     find`) without them. Rendered where missing only, never over the file a
-    running build concretized from."""
+    running build concretized from, and from this run's lists, as the
+    build renders it (the ci_build lists under `make test`)."""
     if not (site.state_dir() / "flavors.yaml").is_file():
-        environment.render(matrix.select(ci=ci), ci=ci)
+        ci_build = stack.ci_lists()
+        environment.render(matrix.select(ci=ci_build), ci=ci_build)
 
 
 def cmd_spack_indexes(args) -> None:
@@ -318,7 +323,7 @@ def cmd_audit(args) -> None:
         f"==> audit: {checked['documents']} data files valid against schemas/; {checked['flavors']} flavors, "
         f"{checked['problems']} test problems, {checked['goals']} report goals for site {matrix.site.name}"
     )
-    _rendered(matrix, ci=stack.ci_lists())
+    _rendered(matrix)
     spack.run("audit", "packages", *sorted({f.app.package for f in matrix.flavors}))
     ci.validate(ci.PIPELINE_FILE)
     print(f"==> audit: {ci.PIPELINE_FILE.name} valid (GitLab's schema)")
@@ -341,8 +346,9 @@ def cmd_flavors(args) -> None:
 
 
 def cmd_host(args) -> None:
-    """The first step of `make setup` and `make test`: a host below the
-    baseline stops there, before apt, Apptainer's build or Spack."""
+    """Set-up's step after the virtualenv (`make setup-spack`, `make test`):
+    a host below the baseline stops there, before apt, Spack or Apptainer's
+    build."""
     print(f"host: {host.describe()}")
     _check_baseline()
 
@@ -367,7 +373,7 @@ def cmd_rollback(args) -> None:
 
 def cmd_bench_modules(args) -> None:
     """Latency of `module avail` and `module load`, with and without the spider
-    cache, side by side (goals: avail < 50 ms, load < 100 ms)."""
+    cache, side by side, each against its goal."""
     init = publish.init_of(publish.current_release())
     module = _selected(args)[0].module_name
     print(f"{'command':34} {'spider cache':>12} {'median ms':>10} {'min-max ms':>14}  goal")

@@ -1,11 +1,17 @@
-"""A command bounded in time, killed whole past its limit: its session (a
-launcher and its ranks, make and its compilers, qemu), not the first
-process alone, which would leave the others running."""
+"""Commands run as a user would: from a fresh login shell's environment
+(clean_env), and bounded in time, killed whole past the limit (run_whole):
+its session (a launcher and its ranks, make and its compilers, qemu), not
+the first process alone, which would leave the others running."""
 
 import os
 import signal
 import subprocess
 from typing import List, Tuple
+
+
+def clean_env() -> dict:
+    """What a user's fresh login shell has; nothing of the caller's."""
+    return {"HOME": os.environ.get("HOME", "/"), "PATH": "/usr/bin:/bin", "TERM": "dumb"}
 
 
 def run_whole(argv: List[str], timeout: float, **popen) -> Tuple[int, str, str]:

@@ -69,10 +69,19 @@ def location(file: Path) -> str:
 
 
 def schema_of(relative: str) -> str:
-    """The schema a repository file is checked against (KeyError: none)."""
+    """The schema a repository file is checked against (KeyError: none).
+    fnmatch's * matches a slash too, so a file a folder deeper than its
+    pattern (in a subfolder of environments/) is refused: the stack reads no
+    subfolder, and it would be checked here and never used."""
     for pattern, schema in CATALOG.items():
         if fnmatch.fnmatch(relative, pattern):
-            return schema
+            if relative.count("/") == pattern.count("/"):
+                return schema
+            folder = "/".join(relative.split("/")[: pattern.count("/")])
+            raise InputError(
+                f"{relative}: in a subfolder, which the stack never reads (it reads {pattern}): "
+                f"move it up into {folder}/, or out of the repository's data"
+            )
     raise KeyError(relative)
 
 
@@ -99,8 +108,19 @@ def _pattern(validator, pattern: str, instance, node):
         yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
-# Draft 2020-12 with that `pattern`.
-Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, {"pattern": _pattern})
+def _integer(checker, instance) -> bool:
+    """A whole number as YAML writes one (true is none): JSON Schema's
+    `integer` takes 2.0 too, a float to the code that reads it (a count of
+    ranks, a CPU model number rendered into a script)."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+# Draft 2020-12 with that `pattern` and that `integer`.
+Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    {"pattern": _pattern},
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _integer),
+)
 
 
 def _validator(name: str) -> jsonschema.Draft202012Validator:

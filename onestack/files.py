@@ -5,6 +5,7 @@ read it. One mechanism for every writer: a partial beside the final name
 (same file system, so the rename is atomic), renamed over it on success."""
 
 import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
@@ -62,6 +63,26 @@ def replacing(final: Path) -> Iterator[Path]:
         for left in (partial, aside):
             if left.exists() or left.is_symlink():
                 remove(left)
+
+
+@contextlib.contextmanager
+def exclusive(lock_file: Path, doing: str, error: type) -> Iterator[None]:
+    """One process doing a thing at a time (`doing`, as the error names it):
+    a second one is refused with the first's pid, never left waiting."""
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_file, "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            raise error(
+                f"another {doing} is running (pid {lock.read().strip() or '?'}): wait for it to end, "
+                "then run this again"
+            ) from None
+        lock.truncate(0)
+        lock.write(f"{os.getpid()}\n")
+        lock.flush()
+        yield
 
 
 def git_export(clone: str, commit: str, into: Path, pathspecs: List[str]) -> str:

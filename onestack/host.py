@@ -87,9 +87,8 @@ def runs(x86_64_level: str) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def model() -> str:
-    """The CPU's model as the kernel names it, e.g. `AMD EPYC 7B13
-    (AuthenticAMD family 25 model 1)`."""
+def _model_fields() -> dict:
+    """The first CPU's MODEL_KEYS lines of /proc/cpuinfo."""
     fields = {}
     for line in CPUINFO.read_text().splitlines():
         key, _, value = line.partition(":")
@@ -97,10 +96,22 @@ def model() -> str:
             fields.setdefault(key.strip(), value.strip())
         if not line.strip() and fields:
             break
+    return fields
+
+
+def model() -> str:
+    """The CPU's model as the kernel names it, e.g. `AMD EPYC 7B13
+    (AuthenticAMD family 25 model 1)`."""
+    fields = _model_fields()
     return (
-        f"{fields.get('model name', 'unknown model')} ({fields.get('vendor_id', '?')} "
+        f"{fields.get('model name', 'unknown model')} ({vendor()} "
         f"family {fields.get('cpu family', '?')} model {fields.get('model', '?')})"
     )
+
+
+def vendor() -> str:
+    """The CPU's vendor as CPUID names it: GenuineIntel, AuthenticAMD."""
+    return _model_fields().get("vendor_id", "?")
 
 
 def describe() -> str:

@@ -151,8 +151,16 @@ def environment(templates: Path) -> jinja2.Environment:
 
 def write(templates: Path, template: str, out: Path, mode: int = 0o644, **values) -> Path:
     """Render a template into out, atomically (a temporary name, then a rename)."""
-    return files.write_text(out, environment(templates).get_template(template).render(**values), mode)
+    return files.write_text(out, text(templates, template, **values), mode)
 
 
 def text(templates: Path, template: str, **values) -> str:
-    return environment(templates).get_template(template).render(**values)
+    """The template rendered; a refused value is named with the template
+    (the filter alone knows the value, not where it came from)."""
+    try:
+        return environment(templates).get_template(template).render(**values)
+    except Refused as err:
+        raise Refused(
+            f"{templates / template}: {err} (a value of the stack's data, or a path of this checkout, "
+            "ONESTACK_CACHE or ONESTACK_PREFIX)"
+        ) from None

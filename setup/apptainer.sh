@@ -37,8 +37,9 @@ fakeroot_for_root() {
 
 # With "root default capabilities = file" (configure_root_capabilities),
 # root keeps the capabilities etc/apptainer/capability.json grants it: here
-# all that root's bounding set holds (everything but CAP_SYS_RESOURCE on these
-# VMs), i.e. Apptainer's default "full" less what the kernel withholds.
+# all that root's bounding set holds (on some hosts everything but
+# CAP_SYS_RESOURCE), i.e. Apptainer's default "full" less what the kernel
+# withholds.
 # Without them a --fakeroot build fails: it unpacks a base image as root in
 # its user namespace and chowns (CAP_CHOWN). Checked on every run, since the
 # bounding set belongs to the machine, not to the build.
@@ -172,8 +173,8 @@ pinned_toolchain() {
   say "using $go (Go $(go_version "$go"); go.mod needs >= $needed)"
 }
 
-# root on these VMs lacks CAP_SYS_RESOURCE (even in its bounding set), so the
-# default "root default capabilities = full" fails every root run with
+# root may lack CAP_SYS_RESOURCE, even in its bounding set; the default
+# "root default capabilities = full" then fails every root run with
 # "Requesting capability set ... while permitted capability set is ...".
 # "file" gives root the capabilities capability.json grants it
 # (grant_root_capabilities: those it has).

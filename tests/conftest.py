@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from onestack import paths, problems, stack
+from onestack import commands, paths, problems, stack
 from onestack.modules import dispatch, publish
 from onestack.problems import check
+from onestack.spack import vendor
 from onestack.stack import site
 
 REPO = paths.REPO
@@ -126,6 +127,13 @@ def runtime_not_built(runtime) -> str:
     )
 
 
+def intel_mpi_banner(version_line: bool = True) -> str:
+    """What Intel MPI prints of itself, with the version setup/vendor.yaml
+    pins: in its I_MPI_DEBUG output (the default) or in `mpirun --version`."""
+    version = vendor.every()["intel-oneapi-mpi"]["version"]
+    return f"Intel(R) MPI Library, Version {version}" if version_line else f"Intel(R) MPI Library {version}"
+
+
 def served_by(printed: str) -> list:
     """The libmpi_abi.so.1 files the loader initialised in a run with
     LD_DEBUG=libs: the MPI that served a standard-ABI build."""
@@ -163,7 +171,8 @@ def run_as(user: str, env: dict = None):
 
     def submit(script):
         os.chmod(script, 0o755)
-        clean = {"HOME": "/tmp", "PATH": "/usr/bin:/bin", "TERM": "dumb", **(env or {})}
+        # HOME: the caller's is not the other user's to write.
+        clean = {**commands.clean_env(), "HOME": "/tmp", **(env or {})}
         proc = subprocess.run(
             [
                 "runuser",

@@ -14,6 +14,7 @@ import pytest
 from conftest import (
     abi_runtimes,
     built_levels,
+    intel_mpi_banner,
     published_of,
     require_published,
     run_flavors,
@@ -43,7 +44,7 @@ def test_mpich_build_runs_on_intel_mpi_runtime(init_script, tmp_path):
     assert native.returncode == 0, native.stderr
     assert "MPICH Version:" in native.stdout
     assert swapped.returncode == 0, swapped.stderr
-    assert "Intel(R) MPI Library 2021.18.1" in swapped.stdout
+    assert intel_mpi_banner(version_line=False) in swapped.stdout
     assert swapped.stdout.count(" of 2") == 2
 
 
@@ -71,7 +72,7 @@ def test_problem_passes_on_intel_mpi_runtime(mpi, init_script, published_flavors
         init_script,
     )
     assert all(c.passed for c in checks), f"{module} on mpi-runtime/impi: " + "\n".join(map(str, checks))
-    assert "Intel(R) MPI Library, Version 2021.18.1" in (tmp_path / "output.txt").read_text(), (
+    assert intel_mpi_banner() in (tmp_path / "output.txt").read_text(), (
         f"{module} on mpi-runtime/impi: Intel MPI did not name itself"
     )
 

@@ -1,5 +1,6 @@
 """python -m onestack.cluster up|env|down|status|bench (the Makefile's
-cluster, cluster-env, cluster-down targets): the virtual Slurm cluster."""
+cluster, cluster-env, cluster-down, cluster-bench targets): the virtual
+Slurm cluster."""
 
 import argparse
 import os

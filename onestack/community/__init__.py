@@ -13,10 +13,9 @@ from typing import List
 
 import yaml
 
-from onestack import data, files, host, paths, render, stack
+from onestack import commands, data, files, host, paths, render, stack
 from onestack.errors import OnestackError
 from onestack.modules import publish
-from onestack.problems import runner
 from onestack.stack import site
 
 CHECKS = paths.REPO / "tests" / "community" / "checks.yaml"
@@ -136,7 +135,7 @@ def run(check_id: str, module: str, out: Path) -> Verdict:
     config(out)
     script = _script(out, check_id, check, module, venv())
     proc = subprocess.run(
-        ["bash", "--noprofile", "--norc", str(script)], env=runner.clean_env(), capture_output=True, text=True
+        ["bash", "--noprofile", "--norc", str(script)], env=commands.clean_env(), capture_output=True, text=True
     )
     output = proc.stdout + proc.stderr
     passed = proc.returncode == 0 and "[  PASSED  ]" in output

@@ -21,6 +21,7 @@ from typing import Dict, List, Tuple
 
 import onestack.problems as problems
 from onestack import data, files, paths, render, spack
+from onestack.errors import OnestackError
 from onestack.images import ImageError, apptainer, base, keys
 from onestack.modules import dispatch
 from onestack.problems import runner
@@ -443,12 +444,15 @@ def build_all(selected: List[Flavor]) -> List[Path]:
         raise ImageError("no image of the flavors asked for: they run only on the site's fabric (above)")
     built = [f for f in built if not f.desktop_unfit]
     images, refused = [], []
-    for flavor in built:
-        try:
-            images.append(build(flavor, roots))
-        except (ImageError, render.Refused, dispatch.DispatchError) as err:
-            refused.append(f"{flavor.module_name}: {err}")
-            print(f"==> images: no image of {flavor.module_name}: {err}")
+    # One `make images` at a time: two would race on the buildcache's index
+    # and on the build contexts of .generated.
+    with files.exclusive(images_dir() / ".images.lock", f"`make images` into {images_dir()}", ImageError):
+        for flavor in built:
+            try:
+                images.append(build(flavor, roots))
+            except OnestackError as err:  # a Spack, problem or input error of this flavor's alone too
+                refused.append(f"{flavor.module_name}: {err}")
+                print(f"==> images: no image of {flavor.module_name}: {err}")
     if refused:
         raise ImageError(f"{len(refused)} of {len(built)} images could not be built:\n" + "\n".join(refused))
     return images

@@ -54,8 +54,13 @@ def live_images() -> List[Path]:
     the release's tag, it would pass for one of its flavors."""
     release = publish.current_release()
     unfit = {f.module_name for f in stack.load().flavors if f.desktop_unfit}
-    live = (module_image(name) for name in publish.release_manifest(release)["flavors"] if name not in unfit)
-    images = sorted(image for image in live if image.is_file())
+    names = [name for name in publish.release_manifest(release)["flavors"] if name not in unfit]
+    images = sorted(module_image(name) for name in names if module_image(name).is_file())
+    for name in (n for n in names if not module_image(n).is_file()):
+        print(
+            f"==> push-images: no image of {name} (`make images FLAVORS={name}` makes it): not pushed, "
+            "the registry keeps what it had under this tag"
+        )
     for other in sorted(set(images_dir().glob("*.sif")) - set(images)):
         print(
             f"==> push-images: left out {other}: not the image of a flavor of the live release ({release.name}) "
@@ -81,7 +86,9 @@ def _check_built_from_live_release(runner, images: List[Path]) -> None:
     if stale:
         raise ImageError(
             f"push-images: {', '.join(stale)} not built from the live release's ({release.name}) builds of "
-            "its flavor; nothing pushed: run `make images`, then `make push-images` again"
+            "its flavor; nothing pushed: run `make images`, then `make push-images` again. After `make "
+            "rollback`, the live release's builds are older than this checkout's: make its images from a "
+            "checkout of the commit that published it (docs/site-staff/releases.md)"
         )
 
 
@@ -102,12 +109,22 @@ def push_all() -> List[str]:
         apptainer.verify(runner, image, signer)
     _check_built_from_live_release(runner, images)
     print(f"==> push-images: the site's public key for desktop users: {public_key()} (fingerprint {signer})")
-    apptainer.login(
-        runner,
-        settings["registry"].split("/")[0],
-        os.environ["ONESTACK_REGISTRY_USER"],
-        os.environ["ONESTACK_REGISTRY_PASSWORD"],
-    )
+    # The registry's credentials only for this run: `registry login` keeps
+    # them in APPTAINER_CONFIGDIR (else ~/.apptainer), where they would
+    # outlive the job on the runner.
+    with tempfile.TemporaryDirectory(prefix="push-images-") as config:
+        runner = runner.with_env(APPTAINER_CONFIGDIR=config)
+        apptainer.login(
+            runner,
+            settings["registry"].split("/")[0],
+            os.environ["ONESTACK_REGISTRY_USER"],
+            os.environ["ONESTACK_REGISTRY_PASSWORD"],
+        )
+        return _push_each(runner, images, settings, signer)
+
+
+def _push_each(runner, images: List[Path], settings: dict, signer: str) -> List[str]:
+    """Each image under the tag in turn; a failure names those pushed before it."""
     pushed = []
     for image in images:
         reference = f"oras://{settings['registry']}/{image.stem}:{settings['tag']}"

@@ -113,6 +113,12 @@ def without_own_level(release: Path, flavor: Flavor) -> str:
     own = cpus.level_name(host.level())
     if own not in built:
         return f"{flavor.module_name} has no {own} build in this release (built: {', '.join(built) or 'none'})"
+    # Lowered on this CPU's model (lower_level_on) to a level it has no build
+    # of, the dispatcher runs one below what the application's authors advise.
+    picked, _, lowered = choice_here(bin_dir(release, flavor))
+    cap = re.search(r"at most (\S+)", lowered)
+    if cap and picked != cap.group(1):
+        return f"its dispatcher runs its {picked} build here ({lowered}), and it has no {cap.group(1)} build"
     extra = host.beyond_own_level()
     if extra:
         return f"this CPU has {', '.join(extra)} of the level above {own}, which its {own} build leaves unused"

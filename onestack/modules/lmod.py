@@ -7,8 +7,8 @@ import subprocess
 from pathlib import Path
 from typing import List
 
+from onestack.commands import clean_env
 from onestack.errors import OnestackError
-from onestack.problems.runner import clean_env
 
 # Where distributions install Lmod; LMOD_ROOT overrides for a site's own build.
 _CANDIDATES = ("/usr/share/lmod/lmod", "/opt/apps/lmod/lmod", "/usr/local/lmod/lmod")

@@ -8,7 +8,6 @@ spider cache and the switch between releases.
 """
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -17,7 +16,7 @@ import signal
 import stat
 import time
 from pathlib import Path
-from typing import Dict, Iterator, List, Tuple
+from typing import Dict, List, Tuple
 
 import yaml
 
@@ -399,25 +398,12 @@ def _init_files(release: Path, selected: List[Flavor]) -> None:
     _render("lmodrc.lua.j2", release / "init" / "lmodrc.lua", release=release.name, cache_dir=release / "cache")
 
 
-@contextlib.contextmanager
-def _exclusive() -> Iterator[None]:
+def _exclusive() -> contextlib.AbstractContextManager:
     """One publish or rollback of a tree at a time: a second one would drop
     the first's release in the making as a leftover (`_remove_incomplete`),
     or race it to the `current` link."""
-    paths.modules_root().mkdir(parents=True, exist_ok=True)
-    with open(paths.modules_root() / ".publish.lock", "a+") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock.seek(0)
-            raise PublishError(
-                f"another publish or rollback of {paths.modules_root()} is running "
-                f"(pid {lock.read().strip() or '?'}): wait for it to end, then run this again"
-            ) from None
-        lock.truncate(0)
-        lock.write(f"{os.getpid()}\n")
-        lock.flush()
-        yield
+    root = paths.modules_root()
+    return files.exclusive(root / ".publish.lock", f"publish or rollback of {root}", PublishError)
 
 
 def _history_file() -> Path:

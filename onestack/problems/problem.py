@@ -111,8 +111,9 @@ def _load(folder: Path, app: str) -> Dict[str, Problem]:
 
 
 def _check_words(file: Path, spec: dict) -> None:
-    """Each command splits as a shell would (Problem.argv): a quote left
-    open is refused here, with its key, not when the problem runs."""
+    """Each command splits as a shell would (Problem.argv), and starts with
+    its program: a quote left open, or an option first, is refused here,
+    with its key, not when the problem runs."""
     commands = {
         "command": spec["command"],
         "hybrid_args": spec["hybrid_args"],
@@ -127,8 +128,15 @@ def _check_words(file: Path, spec: dict) -> None:
             raise data.InputError(
                 f"{data.location(file)}: {key}: {err} in {text!r}; quote an argument with spaces whole"
             ) from None
-        if not words and key != "hybrid_args":
+        if key == "hybrid_args":
+            continue
+        if not words:
             raise data.InputError(f"{data.location(file)}: {key}: no program to run; name one, or remove the step")
+        if words[0].startswith("-"):
+            raise data.InputError(
+                f"{data.location(file)}: {key}: {words[0]!r} is an option, not a program (mpirun, srun or an "
+                "image's exec would take it for one of its own); start the command with the program to run"
+            )
 
 
 def _check_groups(file: Path, spec: dict) -> None:

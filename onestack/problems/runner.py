@@ -148,11 +148,6 @@ def image_test(problem: Problem, out: Path, test_dir: str) -> None:
     shutil.copy(Path(check.__file__), out / "check.py")
 
 
-def clean_env() -> dict:
-    """What a user's fresh login shell has; nothing of the caller's."""
-    return {"HOME": os.environ.get("HOME", "/"), "PATH": "/usr/bin:/bin", "TERM": "dumb"}
-
-
 def execute(problem: Problem, how: How, workdir: Path, init: Optional[Path] = None, submit=None) -> Outcome:
     """Lay the problem out in workdir and run it (with submit, as a batch
     job: a function taking the script and returning (exit, printed))."""
@@ -169,7 +164,9 @@ def execute(problem: Problem, how: How, workdir: Path, init: Optional[Path] = No
 def _bash(file: Path) -> Tuple[int, str]:
     """A run script's exit code and what it printed; a run past TIMEOUT_S is
     killed whole (commands.run_whole)."""
-    code, out, err = commands.run_whole(["bash", "--noprofile", "--norc", str(file)], TIMEOUT_S, env=clean_env())
+    code, out, err = commands.run_whole(
+        ["bash", "--noprofile", "--norc", str(file)], TIMEOUT_S, env=commands.clean_env()
+    )
     if code == -signal.SIGKILL:
         return code, f"killed after {TIMEOUT_S} s\n{out}{err}"
     return code, out + err

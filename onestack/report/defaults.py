@@ -108,10 +108,14 @@ def record(app: str, module: str, why: str) -> str:
     yaml.width = 100
     document = yaml.load(file.read_text())
     defaults = document.setdefault("default_flavors", {})
-    kept = defaults.get(app, {}).get("flavor") == flavor
+    before = defaults.get(app, {})
+    kept = before.get("flavor") == flavor
     defaults[app] = {"flavor": flavor, "why": why, "measured_on": host.describe()}
     with files.replacing(file) as partial, open(partial, "w") as handle:
         yaml.dump(document, handle)
     site._load.cache_clear()
     stack._load.cache_clear()
-    return f"{file}: default_flavors.{app}: {flavor}" + (" (kept, its reason re-measured)" if kept else "")
+    notes = ["kept, its reason re-measured"] if kept else []
+    if before.get("measured_on", host.describe()) != host.describe():
+        notes.append(f"chosen before on {before['measured_on']}")
+    return f"{file}: default_flavors.{app}: {flavor}" + (f" ({'; '.join(notes)})" if notes else "")

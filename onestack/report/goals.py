@@ -75,8 +75,8 @@ def peak_share(goal: dict, app: dict, peak: dict) -> dict:
 
 
 def flavor_over(goal: dict, app: dict, peak: dict) -> dict:
-    """How many times better the best path of the stack (a flavor, one of
-    its accelerated styles, or a hybrid flavor's threads) is than the yardstick's best (the reference
+    """How many times better the best path of the stack (a flavor, or one of
+    its accelerated styles) is than the yardstick's best (the reference
     build, or a baseline in any of its styles): the geometric mean over the
     headline cases, with its interval from the rounds they ran side by side."""
     rows, ours_failed = [], ""
@@ -106,10 +106,17 @@ def flavor_over(goal: dict, app: dict, peak: dict) -> dict:
 
 
 def _contenders(goal: dict, case: dict) -> Tuple[List[dict], List[dict]]:
-    """A case's runs of the stack's paths, and the yardstick's runs."""
+    """A case's runs of the stack's paths, and the yardstick's runs. A
+    hybrid flavor's threads count only against a yardstick that ran threads
+    too: else the goal would judge the layout, not the build."""
     results = case["results"]
-    ours = [r for r in results if r["kind"] in ("flavor", "accelerated", "threaded")]
     theirs = [r for r in results if r["kind"] == goal["versus"] or r.get("baseline") == goal["versus"]]
+    layouts = (
+        ("flavor", "accelerated", "threaded")
+        if any(r["kind"] == "threaded" for r in theirs)
+        else ("flavor", "accelerated")
+    )
+    ours = [r for r in results if r["kind"] in layouts]
     return ours, theirs
 
 
@@ -345,7 +352,10 @@ def _layout_verdict(row: Side, at_most: float) -> str:
 
 def preload_gain(goal: dict, app: dict, peak: dict) -> dict:
     """What a flavor's preloaded library (MKL's CPU-path remedy) gives: with
-    the library against without."""
+    the library against without. On Intel's CPUs MKL takes its own path
+    whether or not the library is there: nothing to measure."""
+    if host.vendor() == "GenuineIntel":
+        return {"figure": "-", "verdict": "not measured: on an Intel CPU MKL takes its own path without the library"}
     return _gain(goal, app, "without_preload", "no flavor with a preload ran")
 
 
@@ -423,7 +433,9 @@ def emulated(goal: dict, app: dict, peak: dict) -> dict:
             "figure": figure,
             "verdict": f"not measured: on {other['cpu']} the native build {other['native']['outcome']}",
         }
-    met = fat_ok and not older_runs and any(r["older"] for r in rows)
+    if fat_ok and not any(r["older"] for r in rows):
+        return {"figure": figure, "verdict": f"not measured: no generation is below this host's x86-64-{host.level()}"}
+    met = fat_ok and not older_runs
     return {"figure": figure, "verdict": "met" if met else "MISSED"}
 
 

@@ -45,7 +45,14 @@ def contestants(published: List[str]) -> List[dict]:
             "kind": build.kind,
             "version": build.app.version,
             "hybrid": build.hybrid,
-            "how": How(modules=(host,), path=(f"{root['prefix']}/bin",)),
+            # Not the build a dispatcher picks for this CPU: what the checks
+            # of the CPU's own level's build say (GROMACS's SIMD advice) is
+            # not its to pass.
+            "how": How(
+                modules=(host,),
+                path=(f"{root['prefix']}/bin",),
+                no_own_level=f"{build.module_name} is a {build.kind} build, run from its prefix",
+            ),
         }
         # A native twin runs right after its fat flavor, so that the two meet
         # the machine in the same state (see round_order).
@@ -213,28 +220,29 @@ def _baselines(every) -> List[dict]:
     """What users would pick instead (an application's `baselines`), run with
     no module loaded, its MPI launcher in place of mpirun."""
     runs = []
-    for app in {f.app.module: f.app for f in every}.values():
-        for name, base in app.baselines:
-            path = _baseline_path(name, base)
-            if path is None:
-                continue
-            how = How(
-                path=path,
-                launcher=(base["launcher"], "-n", "{ranks}"),
-                no_own_level=f"{name} is one build for every CPU, outside the stack",
+    # Each version file's, once per application: any of them may name them.
+    named = {(f.app.module, name): (f.app, base) for f in every for name, base in f.app.baselines}
+    for (_, name), (app, base) in named.items():
+        path = _baseline_path(name, base)
+        if path is None:
+            continue
+        how = How(
+            path=path,
+            launcher=(base["launcher"], "-n", "{ranks}"),
+            no_own_level=f"{name} is one build for every CPU, outside the stack",
+        )
+        for style, args in {"": "", **base["styles"]}.items():
+            runs.append(
+                {
+                    "name": f"{app.module}/{name}{'-' + style if style else ''}",
+                    "label": f"{name} ({args or 'baseline'})",
+                    "app": app.module,
+                    "kind": "baseline",
+                    "baseline": name,
+                    "args": args,
+                    "how": how,
+                }
             )
-            for style, args in {"": "", **base["styles"]}.items():
-                runs.append(
-                    {
-                        "name": f"{app.module}/{name}{'-' + style if style else ''}",
-                        "label": f"{name} ({args or 'baseline'})",
-                        "app": app.module,
-                        "kind": "baseline",
-                        "baseline": name,
-                        "args": args,
-                        "how": how,
-                    }
-                )
     return runs
 
 

@@ -29,14 +29,23 @@ def _document(file: Path) -> dict:
 
 
 def _check(file: Path, every: List[dict]) -> None:
-    """Oldest first (the first is the baseline), each a target Spack knows:
-    a misspelt target would fail only in Spack's solve, minutes later."""
+    """Oldest first (the first is the baseline), each named once (a site
+    chooses by name), each a target Spack knows: a misspelt target would
+    fail only in Spack's solve, minutes later."""
     for i, (older, newer) in enumerate(zip(every, every[1:]), start=1):
         if newer["x86_64_level"] < older["x86_64_level"]:
             raise data.InputError(
                 f"{data.location(file)}: generations[{i}].x86_64_level: {newer['x86_64_level']} is below "
                 f"generations[{i - 1}]'s {older['x86_64_level']}; list the generations oldest first, "
                 "the baseline every package is built for first"
+            )
+    names = [g["name"] for g in every]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise data.InputError(
+                f"{data.location(file)}: generations[{i}].name: '{name}' is the name of "
+                f"generations[{names.index(name)}] too; name each generation once (a site's cpu_generations "
+                "chooses by name)"
             )
     for i, generation in enumerate(every):
         if generation["spack_target"] not in archspec_cpu.TARGETS:

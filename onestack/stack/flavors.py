@@ -21,6 +21,7 @@ from onestack.stack.site import Site
 COMPONENTS_FILE = "components.yaml"
 InputError = data.InputError
 NATIVE_SUFFIX = "-native"  # a native twin's name is its flavor's and this
+RUNTIME_MODULE = "mpi-runtime"  # the MPI runtimes' modules (Runtime.module_name): reserved, no application's
 
 
 @dataclass(frozen=True)
@@ -223,7 +224,7 @@ class Runtime:
 
     @property
     def module_name(self) -> str:
-        return f"mpi-runtime/{self.name}"
+        return f"{RUNTIME_MODULE}/{self.name}"
 
     @property
     def translator(self) -> bool:
@@ -357,12 +358,16 @@ PACKAGE_AT_VERSION = re.compile(r"[a-z0-9][a-z0-9-]*(@[A-Za-z0-9_.-]+)?")
 def _check_variants(file: Path, key: str, variants: str) -> None:
     """Variants Spack can parse as words, none of them a single-path flag."""
     _check_variant_words(file, key, _words(file, key, variants))
-    found = [match.group(0) for match in SINGLE_PATH_FLAGS.finditer(variants)]
+    _check_single_path(file, key, variants)
+
+
+def _check_single_path(file: Path, key: str, text: str) -> None:
+    found = [match.group(0) for match in SINGLE_PATH_FLAGS.finditer(text)]
     if found:
         raise InputError(
             f"{data.location(file)}: {key}: {found[0]} builds a single code path (one CPU), where every "
-            "flavor is a fat binary for the site's CPU generations (cpu_generations); remove it (the "
-            "compiler's fat_flags in components.yaml and Spack's target set the paths)"
+            "flavor is a fat binary for the site's CPU generations (cpu_generations); remove it (Spack's "
+            "target and the placeholders of the compilers' fat_flags, filled in from cpus.yaml, set the paths)"
         )
 
 
@@ -405,6 +410,7 @@ def _check_spec(file: Path, key: str, spec: str) -> None:
             "(e.g. mpich@4.0.2), then variants"
         )
     _check_variant_words(file, key, words[1:])
+    _check_single_path(file, key, spec)
 
 
 def _check_compiler_version(file: Path, name: str, spec: str) -> None:
@@ -467,8 +473,15 @@ def _preload(math: dict) -> Optional[Preload]:
 
 
 def _check_components(file: Path, components: dict, site: Site) -> None:
-    """Each MPI says how it runs on every fabric; the site names known ones."""
+    """Each MPI says how it runs on every fabric, the desktop's among them;
+    the site names known ones."""
     fabrics = components["fabrics"]
+    if DESKTOP_FABRIC not in fabrics:
+        raise InputError(
+            f"{data.location(file)}: fabrics: the desktop fabric `{DESKTOP_FABRIC}` is missing; every flavor's "
+            "image runs on it (a desktop's shared memory and Ethernet), whatever the site's fabric: add it back, "
+            "with each MPI's entry for it"
+        )
     for name, mpi in components["mpis"].items():
         missing = [f for f in fabrics if f not in mpi["fabrics"]]
         if missing:
@@ -512,9 +525,13 @@ def _check_components(file: Path, components: dict, site: Site) -> None:
                 f"(no site_external) every site has: take it out of unavailable here; a vendor's compiler a "
                 f"site may lack needs compilers.{name}.site_external there (where a site that has it has it)"
             )
+    site_blocks = [(f"mpi_settings.{name}", env) for name, env in site.mpi_settings.items()]
+    blocks = [*_env_blocks(components), ("hybrid.env", components["hybrid"]["env"])]
     _check_threads_placeholder(file, _env_blocks(components))
-    _check_threads_placeholder(site.file, [(f"mpi_settings.{name}", env) for name, env in site.mpi_settings.items()])
-    for key, env in [*_env_blocks(components), ("hybrid.env", components["hybrid"]["env"])]:
+    _check_threads_placeholder(site.file, site_blocks)
+    _check_placeholders(file, blocks)
+    _check_placeholders(site.file, site_blocks)
+    for key, env in blocks:
         for name, setting in env.items():
             for which in ("value", "hybrid"):
                 if which in setting:
@@ -550,6 +567,8 @@ def _check_fat_flags(file: Path, compiler: str, template: str) -> None:
             f"{data.location(file)}: {key}: cannot fill in {template!r} ({err}); "
             "its placeholders are {intel_ax} and {nvhpc_tp}, and a literal brace is written twice"
         ) from None
+    # A word with a placeholder is the stack's own flag for the site's generations (-tp={nvhpc_tp}).
+    _check_single_path(file, key, " ".join(w for w in template.split() if "{" not in w))
     odd = [word for word in filled.split() if not FLAG.fullmatch(word)]
     if odd:
         raise InputError(
@@ -602,6 +621,21 @@ def _check_threads_placeholder(file: Path, blocks: Iterable[Tuple[str, dict]]) -
                     f"{data.location(file)}: {key}.{name}.value: {render.THREADS} is the threads per rank of a "
                     f"hybrid flavor; put it in `hybrid:` beside `value:` (MPI-only flavors take `value`)"
                 )
+
+
+def _check_placeholders(file: Path, blocks: Iterable[Tuple[str, dict]]) -> None:
+    """{threads} is the one placeholder of a setting: a misspelt one
+    ({thread}) would reach the modules and images as it stands."""
+    for key, env in blocks:
+        for name, setting in env.items():
+            for which in ("value", "hybrid"):
+                rest = setting.get(which, "").replace(render.THREADS, "")
+                if "{" in rest or "}" in rest:
+                    raise InputError(
+                        f"{data.location(file)}: {key}.{name}.{which}: {setting[which]!r} holds a brace that is "
+                        f"not {render.THREADS}, the one placeholder of a value (a hybrid flavor's threads per "
+                        "rank); spell it so, or take the brace out"
+                    )
 
 
 # Where the images run: a desktop or laptop, shared memory and at most
@@ -657,7 +691,9 @@ def _flavor(file: Path, app: Application, kind: str, name: str, entry: dict, com
     where = f"defined in {data.location(file.parent / COMPONENTS_FILE)}"
     _check_variants(file, f"{key}.variants", entry["variants"])
     _check_definition_text(file, f"{key}.usage", entry.get("usage", ""))
-    _check_flags(file, f"{key}.variants", merge_variants(app.variants, entry["variants"]))
+    variants = merge_variants(app.variants, entry["variants"])
+    _check_flags(file, f"{key}.variants", variants)
+    _check_threads_built(file, key, entry["threads"], variants)
     check_choice(file, f"{key}.compiler", entry["compiler"], components["compilers"], "compiler", where)
     check_choice(file, f"{key}.mpi", entry["mpi"], components["mpis"], "MPI", where)
     check_choice(file, f"{key}.math", entry["math"], components["math"], "math library", where)
@@ -721,6 +757,17 @@ def _flavor(file: Path, app: Application, kind: str, name: str, entry: dict, com
     )
 
 
+def _check_threads_built(file: Path, key: str, threads: str, variants: str) -> None:
+    """A hybrid flavor is built with its OpenMP code: built ~openmp, each
+    rank would run one thread, whatever its module sets."""
+    if threads == "openmp" and "~openmp" in shlex.split(variants):
+        raise InputError(
+            f"{data.location(file)}: {key}.threads: openmp, but its variants build it without OpenMP "
+            f"(~openmp, the application's `variants` where the flavor's do not replace it); add +openmp "
+            f"to {key}.variants, or make it threads: none"
+        )
+
+
 def _hybrid_env(threads: str, components: dict, *envs: dict) -> Tuple[Setting, ...]:
     """A flavor's runtime settings: its MPI's and math library's, and in a
     hybrid flavor their hybrid values and components.yaml's `hybrid` env."""
@@ -753,6 +800,11 @@ def _application(file: Path, doc: dict, site: Site) -> Application:
         accelerators=tuple(doc["accelerators"].items()),
         lower_level_on=tuple(doc["lower_level_on"].items()),
     )
+    if app.module == RUNTIME_MODULE:
+        raise InputError(
+            f"{data.location(file)}: module: '{RUNTIME_MODULE}' is the module of the MPI runtimes "
+            f"({RUNTIME_MODULE}/<mpi>), which its flavors would collide with; name the application's module otherwise"
+        )
     _check_lower_levels(file, app.lower_level_on)
     _check_variants(file, "variants", app.variants)
     _check_flags(file, "variants", app.variants)

@@ -89,3 +89,18 @@ def test_a_data_file_named_yml_is_told_to_be_renamed(monkeypatch, tmp_path):
     monkeypatch.setenv("ONESTACK_DATA_ROOT", str(root))
     with pytest.raises(data.InputError, match=r"environments/hpl-2\.yml: the stack reads \.yaml files only: rename"):
         validate.check_all()
+
+
+@pytest.mark.parametrize(
+    "nested, folder",
+    [("environments/old/hpl.yaml", "environments/"), ("tests/problems/lmp/extra/melt.yaml", "tests/problems/lmp/")],
+)
+def test_a_data_file_in_a_subfolder_is_told_to_move_up(monkeypatch, tmp_path, nested, folder):
+    """Every command reads environments/*.yaml and tests/problems/<app>/*.yaml
+    alone: a file a folder deeper would be checked and never used."""
+    root = edited_copy({"file": "sites/default/site.yaml", "edits": []}, tmp_path)
+    (root / nested).parent.mkdir()
+    shutil.copy(root / folder / Path(nested).name, root / nested)
+    monkeypatch.setenv("ONESTACK_DATA_ROOT", str(root))
+    with pytest.raises(data.InputError, match=rf"{nested}: in a subfolder, .*: move it up into {folder}"):
+        validate.check_all()

@@ -34,6 +34,20 @@ def test_every_document_is_valid_and_the_stack_loads():
     assert checked["flavors"] > 30 and checked["problems"] >= 8 and checked["goals"] >= 5
 
 
+def test_the_site_set_up_checks_every_data_file_first(monkeypatch):
+    """`make stack` starts with `onestack site`: a bad test problem stops it
+    there, before any Spack solve (stack.load alone reads no problem)."""
+    from onestack import cli
+
+    def refused():
+        raise data.InputError("tests/problems/qe/x.yaml: refused")
+
+    monkeypatch.setattr(validate, "check_all", refused)
+    monkeypatch.setattr(stack, "load", lambda: pytest.fail("the stack was loaded before every file was checked"))
+    with pytest.raises(data.InputError, match="refused"):
+        cli.cmd_site(None)
+
+
 def test_the_pipeline_file_is_valid_and_a_broken_one_is_not(tmp_path):
     """.gitlab-ci.yml against GitLab's own schema (ci.validate, offline)."""
     ci.validate(ci.PIPELINE_FILE)

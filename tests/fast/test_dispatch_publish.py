@@ -129,3 +129,15 @@ def test_a_table_without_at_most_lines_for_an_application_that_names_none(instal
     dispatch.write(tmp_path / "release", flavor, roots)
     table = (dispatch.bin_dir(tmp_path / "release", flavor).parent / "levels.conf").read_text()
     assert not flavor.app.lower_level_on and "at-most" not in table
+
+
+def test_own_level_checks_are_not_judged_where_the_lowered_level_has_no_build(tmp_path, monkeypatch):
+    """A Xeon with one AVX-512 FMA unit, lowered to at most x86-64-v3, at a
+    site whose flavor has no v3 build: its dispatcher runs the v2 build, on
+    which GROMACS rightly advises AVX2; its note is not judged, and says why."""
+    flavor, roots = lay_out_installs(tmp_path, "gromacs/openblas-mpich", installed=(True, False, True))
+    dispatch.write(tmp_path / "release", flavor, roots)
+    monkeypatch.setattr(dispatch.host, "_cpu", lambda: archspec.TARGETS["skylake_avx512"])
+    monkeypatch.setenv("ONESTACK_CPUID_FILE", str(tree.variant("intel/xeon-silver-4114", tmp_path / "this.cpuid")))
+    why = dispatch.without_own_level(tmp_path / "release", flavor)
+    assert why.startswith("its dispatcher runs its x86-64-v2 build here (") and "no x86-64-v3 build" in why, why

@@ -66,15 +66,15 @@ def test_onestack_imports_have_no_cycle():
     assert not cycle, "an import cycle: " + " -> ".join(cycle)
 
 
-# Lowest first. The test problems sit below modules and images (an image
-# carries one as its %test) and the virtual cluster beside them (the
-# report measures on it); the command line above everything.
+# Lowest first. The test problems sit above the modules they run through
+# and below images (an image carries one as its %test), the virtual cluster
+# beside them (the report measures on it); the command line above everything.
 LAYERS = [
     {"errors", "paths", "files", "commands", "data", "render", "host", "apt_sources"},
     {"stack"},
     {"spack"},
-    {"problems", "cluster"},
     {"modules"},
+    {"problems", "cluster"},
     {"images"},
     {"status", "community", "report", "ci"},
     {"validate", "cli", "__main__"},

@@ -18,7 +18,7 @@ import lupa
 import pytest
 import yaml
 
-from onestack import apt_sources, data, host, paths, render, spack, stack
+from onestack import apt_sources, commands, data, host, paths, render, spack, stack
 from onestack.images import ImageError, base
 from onestack.images import flavor as images
 from onestack.modules import dispatch, publish
@@ -578,7 +578,7 @@ def _run_script(tmp_path: Path, how: How, prepare: tuple = (), after: tuple = ()
     )
     script = tmp_path / "run.sh"
     script.write_text(runner.script(problem, how, tmp_path, tmp_path, None))
-    return subprocess.run(["bash", str(script)], env=runner.clean_env(), capture_output=True)
+    return subprocess.run(["bash", str(script)], env=commands.clean_env(), capture_output=True)
 
 
 @pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))

@@ -90,7 +90,7 @@ def test_flavor_over_a_baseline_or_the_reference():
     assert judged["verdict"] == "not measured: qe/debian-qe: energy off"
 
 
-def test_a_goal_over_runs_of_which_one_failed_is_not_measured():
+def test_a_goal_over_runs_of_which_one_failed_is_not_measured(monkeypatch):
     """Judged on the runs left, the wheel's failed opt style (1314 when it
     runs) would leave 1500 against 1124 timesteps/s: met at 1.33x, where with
     it the goal is missed at 1.14x; and an MKL flavor whose own run failed
@@ -114,6 +114,7 @@ def test_a_goal_over_runs_of_which_one_failed_is_not_measured():
         _result("hpl/mkl-b", "flavor", hpl_gflops=(59, 60, 61)),
         {**_result("hpl/mkl-b-without-preload", "without_preload", hpl_gflops=(49, 50, 51)), "of": "hpl/mkl-b"},
     ]
+    monkeypatch.setattr(host, "vendor", lambda: "AuthenticAMD")
     judged = goals.preload_gain({"figure": "hpl_gflops", "at_least": 1.05}, _app(runs, GFLOPS), {})
     assert judged == {"figure": "-", "verdict": "not measured: hpl/mkl-a: SIGSEGV"}, judged
 
@@ -279,9 +280,15 @@ def test_a_full_run_restates_the_default_it_keeps_with_its_figures_and_cpu(tmp_p
     folder = tmp_path / "mysite"
     shutil.copytree(paths.data_root() / "sites" / "default", folder)
     monkeypatch.setenv("ONESTACK_SITE", str(folder))
-    kept = site.load().default_flavors["hpl"]["flavor"]
+    kept, before = (site.load().default_flavors["hpl"][k] for k in ("flavor", "measured_on"))
+    monkeypatch.setattr(
+        host, "describe", lambda: "AMD EPYC 7B13 (AuthenticAMD family 25 model 1); archspec zen3; x86-64-v3"
+    )
+    elsewhere = defaults.measured_elsewhere("hpl")
+    assert elsewhere and before in elsewhere, elsewhere
     change = defaults.record("hpl", f"hpl/{kept}", why)
-    assert change.endswith(f"default_flavors.hpl: {kept} (kept, its reason re-measured)")
+    assert change.endswith(f"default_flavors.hpl: {kept} (kept, its reason re-measured; chosen before on {before})")
+    assert defaults.measured_elsewhere("hpl") is None, "re-measured here, yet said to be measured elsewhere"
     written = site.load().default_flavors["hpl"]
     assert written == {"flavor": kept, "why": why, "measured_on": host.describe()}
     comments = [
@@ -330,8 +337,10 @@ def test_ratios_are_to_the_best_flavor():
     assert [r["figures"]["hpl_gflops"]["ratio"] for r in results] == [1.0, 2.0]
 
 
-def test_the_preload_gain_is_each_flavor_with_its_library_against_without():
-    """hpl/mkl-mpich 36 GFLOPS without MKL's CPU-path remedy, 45 with it."""
+def test_the_preload_gain_is_each_flavor_with_its_library_against_without(monkeypatch):
+    """hpl/mkl-mpich 36 GFLOPS without MKL's CPU-path remedy, 45 with it on
+    an AMD CPU; on an Intel CPU, where the library changes nothing, not measured."""
+    monkeypatch.setattr(host, "vendor", lambda: "AuthenticAMD")
     hpl = _app(
         [
             _result("hpl/mkl-mpich", "flavor", hpl_gflops=(44, 45, 46)),
@@ -346,6 +355,9 @@ def test_the_preload_gain_is_each_flavor_with_its_library_against_without():
     assert judged == {"figure": "1.25x (hpl/mkl-mpich 36 -> 45)", "verdict": "met"}, judged
     nothing = goals.preload_gain({"figure": "hpl_gflops", "at_least": 1.05}, _app([], GFLOPS), {})
     assert nothing["verdict"].startswith("not measured")
+    monkeypatch.setattr(host, "vendor", lambda: "GenuineIntel")
+    intel = goals.preload_gain({"figure": "hpl_gflops", "at_least": 1.05}, hpl, {})
+    assert intel["verdict"].startswith("not measured: on an Intel CPU"), intel
 
 
 def test_a_hybrid_flavor_runs_as_ranks_then_as_threads_at_equal_cores():
@@ -625,3 +637,30 @@ def test_a_native_build_that_fails_otherwise_than_by_an_illegal_instruction_prov
     assert judged["verdict"] == "not measured: on Haswell the native build failed (exit 127)", judged
     rows[0]["native"] = {"passed": False, "sigill": True, "outcome": "illegal instruction (SIGILL)"}
     assert goals.emulated({}, {"emulated": rows}, {})["verdict"] == "met"
+
+
+def test_on_a_host_at_the_baseline_the_emulated_goal_is_not_measured(monkeypatch):
+    """A build host of the site's oldest level: no generation shows the native build dying."""
+    monkeypatch.setattr(goals.host, "level", lambda: "v2")
+    ran = {"passed": True, "outcome": "ran, passed its check"}
+    rows = [{"cpu": "Nehalem", "older": False, "fat": ran, "native": ran}]
+    judged = goals.emulated({}, {"emulated": rows}, {})
+    assert judged["verdict"] == "not measured: no generation is below this host's x86-64-v2", judged
+
+
+def test_a_hybrid_flavors_threads_do_not_count_against_a_yardstick_of_ranks_only():
+    """GROMACS 98.1 ns/day as 2 ranks, 130 as 1 rank x 2 threads, Debian's
+    package 101.9 as 2 ranks: the build is judged at 0.96x, not the layout at 1.28x."""
+    rate = {"ns_per_day": {"unit": "ns/day", "better": "higher"}}
+    ours = _result("gromacs/a", "flavor", ns_per_day=(97, 98.1, 99))
+    threads = {**_result("gromacs/a-threads", "threaded", ns_per_day=(129, 130, 131)), "of": "gromacs/a"}
+    debian = {**_result("gromacs/debian-gromacs", "baseline", ns_per_day=(101, 101.9, 103)), "baseline": "debian"}
+    goal = {"figure": "ns_per_day", "versus": "debian", "at_least": 1.2}
+    judged = goals.flavor_over(goal, _app([ours, threads, debian], rate), {})
+    assert judged["figure"].startswith("0.96x") and judged["verdict"] == "MISSED", judged
+    threaded_debian = {
+        **_result("gromacs/debian-threads", "threaded", ns_per_day=(100, 100.5, 101)),
+        "baseline": "debian",
+    }
+    judged = goals.flavor_over(goal, _app([ours, threads, debian, threaded_debian], rate), {})
+    assert judged["figure"].startswith("1.28x"), judged

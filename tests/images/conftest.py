@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from onestack import render
+from onestack import apt_sources, render
 from onestack.images import ImageError, apptainer, base, keys
 
 from . import registry
@@ -77,7 +77,7 @@ def base_sif(runner) -> Path:
 
 
 def render_tiny_definition(base_image: Path, dest: Path) -> Path:
-    return render.write(HERE, "tiny.def", dest, base=base_image)
+    return render.write(HERE, "tiny.def", dest, base=base_image, codename=apt_sources.release_codename())
 
 
 @pytest.fixture(scope="session")

@@ -12,10 +12,11 @@ image, QE's, took four more minutes and proved nothing more)."""
 import os
 import pwd
 import re
+import shutil
 import subprocess
 
 import pytest
-from conftest import REPO, assert_checks, onestack, run_as
+from conftest import REPO, assert_checks, intel_mpi_banner, onestack, run_as
 
 from onestack import problems, stack
 from onestack.images import apptainer
@@ -128,7 +129,7 @@ def test_host_intel_mpi_starts_one_container_per_rank(runner, built, init_script
     )
     checks = problems.run(problem(), how, tmp_path, init_script)
     assert_checks(f"{FLAVOR}'s image on the host's Intel MPI", checks)
-    assert "Intel(R) MPI Library, Version 2021.18.1" in (tmp_path / "output.txt").read_text()
+    assert intel_mpi_banner() in (tmp_path / "output.txt").read_text()
 
 
 def test_a_desktop_user_pulls_verifies_tests_and_runs_it(built, reg, desktop, init_script, tmp_path):
@@ -155,6 +156,8 @@ def test_a_desktop_user_pulls_verifies_tests_and_runs_it(built, reg, desktop, in
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"oras://{reg.host}/hpc/onestack/{NAME}:test" in proc.stdout
+    kept = [str(f) for f in (tmp_path / "site-config").rglob("*") if f.is_file() and reg.host in f.read_text()]
+    assert not kept, f"make push-images left the registry's credentials behind in {kept}"
     image = desktop.home / "images" / f"{NAME}_test.sif"
     timed(
         "pull + verify (desktop user)",
@@ -164,8 +167,13 @@ def test_a_desktop_user_pulls_verifies_tests_and_runs_it(built, reg, desktop, in
         image,
         desktop.signer,
     )
-    out = timed("apptainer test (desktop user)", apptainer.test, desktop.apptainer, image)
+    scratch = desktop.home / "selftest-tmp"  # the self-test's mktemp -d, which it must remove
+    scratch.mkdir()
+    shutil.chown(scratch, desktop.apptainer.user)
+    out = timed("apptainer test (desktop user)", apptainer.test, desktop.apptainer.with_env(TMPDIR=str(scratch)), image)
     assert "FAILED" not in out and all(name in out for name in problem()["checks"]), out
+    left = sorted(scratch.iterdir())
+    assert not left, f"{FLAVOR}'s apptainer test left {left} in the desktop user's TMPDIR"
     case = problem()
     as_desktop = run_as(desktop.apptainer.user, dict(desktop.apptainer.env))
     # One container per rank: from the image where FUSE mounts it, else

@@ -9,8 +9,10 @@
 # dispatcher (--enable-dynamic-dispatcher: GCC target_clones of its own
 # kernels for Zen 1-3, AVX2, AVX, SSE2 and a default, chosen by the loader per
 # CPU) is turned on for the same reason. AMD's configure applies both only on
-# an AMD build host (it reads /proc/cpuinfo); on an Intel one the result is
-# upstream FFTW with every codelet set, still one library for every CPU.
+# an AMD build host (it reads the build host's vendor in /proc/cpuinfo): told
+# AMD whatever the host (patch below), so that every build host makes the
+# same library for the same Spack hash (the dispatcher reads no more of the
+# host: it picks per CPU at run time).
 #
 # Double precision only (spack.yaml): what QE and LAMMPS call.
 from spack_repo.builtin.packages.amdfftw.package import Amdfftw as BuiltinAmdfftw
@@ -27,6 +29,9 @@ class Amdfftw(BuiltinAmdfftw):
     conflicts("precision=quad", msg="the site builds AOCL-FFTW's SIMD precisions only (float, double)")
     conflicts("+mpi", msg="QE and LAMMPS distribute their FFTs themselves: the site builds AOCL-FFTW without MPI")
     requires("+amd-dynamic-dispatcher", when="%gcc", msg="the site's AOCL-FFTW runs on every CPU generation")
+
+    def patch(self):
+        filter_file(r"^ISAMDCPU=.*$", "ISAMDCPU=AuthenticAMD", "configure")
 
     def configure(self, spec, prefix):
         options = [

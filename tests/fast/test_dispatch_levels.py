@@ -363,6 +363,18 @@ def test_an_at_most_line_matches_vendor_family_model_and_brand_start(line, expec
     assert ran_build(tree.run([stack.entry], env=on(SILVER, stack))) == expected
 
 
+def test_an_amd_family_above_15_is_matched_with_its_extended_family(stack, tmp_path):
+    """A Zen 5 (family 0x1a: base family 0xf plus extended 0xb; model 0x02,
+    Turin): the recorded Zen 4 under Zen 5's signature, not a recording of
+    one. Its line matches by the family AMD's manuals give; Zen 4's family does not."""
+    zen5 = tree.variant("amd/zen4-epyc-genoa", tmp_path / "zen5.cpuid", signature=0x00B00F20)
+    env = {"ONESTACK_CPUID_FILE": str(zen5), "DISPATCH_TEST_MARKER": str(stack.marker)}
+    at_most(stack, "x86-64-v3 zen5 AuthenticAMD 26 0x02")
+    assert ran_build(tree.run([stack.entry], env=env)) == "x86-64-v3"
+    at_most(stack, "x86-64-v3 zen4 AuthenticAMD 25 0x02")
+    assert ran_build(tree.run([stack.entry], env=env)) == "x86-64-v4"
+
+
 def test_the_lowest_of_several_matching_lines_wins_and_a_higher_one_lowers_nothing(stack):
     at_most(stack, "x86-64-v3 a GenuineIntel 6 0x55", "x86-64-v2 b GenuineIntel 6 0x55 Intel(R) Xeon(R)")
     assert ran_build(tree.run([stack.entry], env=on(SILVER, stack))) == "x86-64-v2"

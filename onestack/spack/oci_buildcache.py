@@ -139,17 +139,3 @@ def install(spec_hash: str, scope: Path, env: Dict[str, str]) -> Installed:
     _run([spack, "-C", str(scope), "install", "--cache-only", "--no-check-signature", f"/{spec_hash}"], env, scope)
     root = Path(yaml.safe_load((scope / "config.yaml").read_text())["config"]["install_tree"]["root"])
     return Installed(root, time.monotonic() - start)
-
-
-def build_seconds(prefixes: List[str]) -> Dict[str, float]:
-    """What building from source took here, per package: Spack records each
-    install's phases in <prefix>/.spack/install_times.json ("cache": false
-    for a source build)."""
-    times = {}
-    for prefix in prefixes:
-        record = Path(prefix) / ".spack" / "install_times.json"
-        if record.is_file():
-            found = json.loads(record.read_text())
-            if not found.get("cache"):
-                times[found["name"]] = found["total"]
-    return times

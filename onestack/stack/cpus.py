@@ -15,10 +15,6 @@ from onestack import data, paths
 from onestack.stack import site
 
 CPUS_FILE = "cpus.yaml"
-# qemu 7.2's TCG emulates no AVX-512: it filters avx512f/bw/cd/dq/vl out of
-# an AVX-512 model (Skylake-Server), warning so, and XCR0 has no opmask/ZMM
-# state; the CPU it emulates is v3, and the dispatcher rightly says so.
-QEMU_HIGHEST_LEVEL = "x86-64-v3"
 
 
 @functools.lru_cache(maxsize=None)

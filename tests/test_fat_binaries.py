@@ -125,7 +125,7 @@ def _traits(module: str) -> set:
     flavor = stack.load().flavor(module)
     levels = sum(module == m for m, _ in LEVEL_BUILDS) > 1
     return {
-        ("app", flavor.app.module, flavor.app.version),
+        ("app", f"{flavor.app.module} {flavor.app.version}"),
         ("mpi", flavor.mpi),
         ("math", flavor.math),
         ("threads", flavor.threads),

@@ -268,35 +268,9 @@ def write_context(flavor: Flavor, roots: Dict[str, dict]) -> Path:
     in_view = closure if len(builds_hashes) == 1 else _closure([root["hash"]])
     layouts, copies = _vendors(closure)
     alternative = mpi_alternative(flavor, root["mpi"])
-    final_packages = runtime_packages(flavor, closure, [c for _, c in copies], alternative)
     out = context_dir(flavor)
     with files.replacing(out) as tmp:
-        setup = tmp / "setup"
-        setup.mkdir(parents=True)
-        render.write(
-            CONTAINERS, "apt.sh.j2", setup / "apt.sh", components=config()["components"], updates=base.debian_updates()
-        )
-        render.write(CONTAINERS, "vendor-layouts.sh.j2", setup / "vendor-layouts.sh", layouts=layouts)
-        _spack_scope(setup / "spack-scope")
-        image_builds = [(level, _in_image(folder)) for level, folder in builds]
-        render.write(
-            paths.MODULE_TEMPLATES,
-            "levels.conf.j2",
-            setup / "levels.conf",
-            flavor=flavor,
-            levels=image_builds,
-            rules=dispatch.rules(flavor),
-            release="image",
-        )
-        render.write(
-            CONTAINERS,
-            "dispatch.sh.j2",
-            setup / "dispatch.sh",
-            folder=DISPATCH_DIR,
-            at=IN_IMAGE,
-            dispatcher=f"{_in_image(roots[DISPATCHER]['prefix'])}/bin/{dispatch.DISPATCHER_PROGRAM}",
-            programs=[*dispatch.programs(flavor, builds), dispatch.CHECK],
-        )
+        _write_setup(tmp / "setup", flavor, roots, builds, layouts)
         problem = next(iter(problems.load(flavor.app.module).values()))
         runner.image_test(problem, tmp / "test", TEST_DIR)
         labels = _labels(flavor, hashes, builds, alternative)
@@ -318,7 +292,7 @@ def write_context(flavor: Flavor, roots: Dict[str, dict]) -> Path:
             roots=[f"/{h}" for h in hashes],
             in_view=[f"/{n['hash']}" for n in in_view["installed"]],
             view=VIEW,
-            final_packages=final_packages,
+            final_packages=runtime_packages(flavor, closure, [c for _, c in copies], alternative),
             launcher_alternative=alternative,
             help=_help(flavor, problem),
             environment=_environment(closure) + _preload_environment(flavor, roots),
@@ -331,6 +305,36 @@ def write_context(flavor: Flavor, roots: Dict[str, dict]) -> Path:
         labels["org.onestack.image-inputs"] = _digest(tmp)
         (tmp / "flavor.def").write_text(render.text(CONTAINERS, "flavor.def.j2", labels=labels, **values))
     return out
+
+
+def _write_setup(setup: Path, flavor: Flavor, roots: Dict[str, dict], builds: list, layouts: List[str]) -> None:
+    """What the image's build stages run from the context's setup/: apt,
+    the vendor layouts, Spack's scope, and the flavor's dispatch table and
+    entry points at their places in the image."""
+    setup.mkdir(parents=True)
+    render.write(
+        CONTAINERS, "apt.sh.j2", setup / "apt.sh", components=config()["components"], updates=base.debian_updates()
+    )
+    render.write(CONTAINERS, "vendor-layouts.sh.j2", setup / "vendor-layouts.sh", layouts=layouts)
+    _spack_scope(setup / "spack-scope")
+    render.write(
+        paths.MODULE_TEMPLATES,
+        "levels.conf.j2",
+        setup / "levels.conf",
+        flavor=flavor,
+        levels=[(level, _in_image(folder)) for level, folder in builds],
+        rules=dispatch.rules(flavor),
+        release="image",
+    )
+    render.write(
+        CONTAINERS,
+        "dispatch.sh.j2",
+        setup / "dispatch.sh",
+        folder=DISPATCH_DIR,
+        at=IN_IMAGE,
+        dispatcher=f"{_in_image(roots[DISPATCHER]['prefix'])}/bin/{dispatch.DISPATCHER_PROGRAM}",
+        programs=[*dispatch.programs(flavor, builds), dispatch.CHECK],
+    )
 
 
 # The host's index of the recipes (spack.REPO_INDEXES), which Spack builds

@@ -897,7 +897,7 @@ def test_a_site_without_an_mpi_gets_neither_its_runtime_nor_a_translator_onto_it
     assert not any(package in roots for package in ("intel-oneapi-mpi", "openmpi-abi", "wi4mpi")), roots
 
 
-def test_spack_is_started_again_only_when_the_lock_or_its_inputs_changed(tmp_path, monkeypatch):
+def test_spack_is_started_again_only_when_the_lock_or_its_inputs_changed(tmp_path, monkeypatch, request):
     """Concretize and the installed roots ask Spack once; with nothing
     changed they ask it nothing; a lock edited since, or an install, asks
     again."""
@@ -905,8 +905,11 @@ def test_spack_is_started_again_only_when_the_lock_or_its_inputs_changed(tmp_pat
     monkeypatch.setenv("ONESTACK_PREFIX", str(tmp_path / "prefix"))
     # The state of this prefix lives in the checkout (.generated/<key>), and
     # pytest names a tmp_path again once its folder is gone: a lock and its
-    # stamps from an earlier run of this test would answer for this one.
-    shutil.rmtree(site.state_dir(), ignore_errors=True)
+    # stamps from an earlier run of this test would answer for this one;
+    # removed after it too, or each run would leave one in the checkout.
+    state = site.state_dir()
+    shutil.rmtree(state, ignore_errors=True)
+    request.addfinalizer(lambda: shutil.rmtree(state, ignore_errors=True))
     spack.site_scope().mkdir(parents=True)
     (spack.site_scope() / "packages.yaml").write_text("packages: {}\n")
     spack.set_up_mark().write_text("set up\n")

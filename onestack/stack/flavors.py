@@ -585,6 +585,8 @@ def _env_blocks(components: dict):
             yield f"mpis.{name}.fabrics.{fabric}.env", how["env"]
     for name, math in components["math"].items():
         yield f"math.{name}.env", math["env"]
+    for name, translator in components["translators"].items():
+        yield f"translators.{name}.env", translator.get("env", {})
 
 
 def _check_site_compilers(file: Path, site, compilers: dict) -> None:

@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # Provides the pinned Spack and builtin package repo (setup/venv.sh makes the
 # virtualenv that runs it).
-# SPACK_ROOT (ONESTACK_SPACK_PACKAGES) if set, which must be at the pinned
-# commit; else onestack's own clone in $ONESTACK_CACHE, made from
-# ONESTACK_SPACK_URL (ONESTACK_SPACK_PACKAGES_URL) and moved to the pinned
-# commit whenever setup/spack-pins.sh changes it.
+# SPACK_ROOT (ONESTACK_SPACK_PACKAGES) if set; else onestack's own clone in
+# $ONESTACK_CACHE, made from ONESTACK_SPACK_URL (ONESTACK_SPACK_PACKAGES_URL).
+# Either must be at the pinned commit: never moved, each says how to get it.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/env.sh"
@@ -20,14 +19,13 @@ fetch_pinned() {
     echo "       Point ONESTACK_${name^^}_URL at a clone that has it (setup/spack-pins.sh)." >&2
     return 1; }
   git -C "$dir" -c advice.detachedHead=false checkout --quiet --detach FETCH_HEAD || {
-    echo "error: $name: could not check out $commit in $dir (git's reason above):" >&2
-    echo "       move its changes away, or remove $dir for set-up to clone it again." >&2
+    echo "error: $name: could not check out $commit in $dir (git's reason above)" >&2
     return 1; }
 }
 
-# clone_pinned VAR OWN URL COMMIT NAME: make the folder VAR names a checkout
-# of COMMIT. OWN, onestack's clone, follows the pin; a clone the user named
-# in VAR is theirs to move, and is refused at another commit.
+# clone_pinned VAR OWN URL COMMIT NAME: the folder VAR names, cloned at COMMIT
+# where missing; at another commit, refused with the fix for OWN (onestack's
+# clone) or for a clone the user named.
 clone_pinned() {
   local var=$1 own=$2 url=$3 commit=$4 name=$5 dir=${!1} head
   if [ ! -e "$dir" ]; then
@@ -39,16 +37,22 @@ clone_pinned() {
     mv "$tmp" "$dir"   # appears only once complete
   fi
   head=$(git -C "$dir" rev-parse HEAD 2>/dev/null || echo "not a git checkout")
-  if [ "$head" != "$commit" ] && [ "$dir" = "$own" ]; then
-    echo "==> $name: moving $dir to the pinned commit ${commit:0:12} (setup/spack-pins.sh)"
-    fetch_pinned "$dir" "$url" "$commit" "$name" || exit 1
-  elif [ "$head" != "$commit" ]; then
-    echo "error: $name at $dir ($var) is at $head, but onestack is pinned to $commit" >&2
-    echo "       (setup/spack-pins.sh). Check out the pinned commit there, or unset $var" >&2
-    echo "       so that onestack uses its own clone ($own)." >&2
-    exit 1
+  if [ "$head" = "$commit" ]; then
+    echo "==> $name: $dir at pinned commit ${commit:0:12}"
+    return
   fi
-  echo "==> $name: $dir at pinned commit ${commit:0:12}"
+  echo "error: $name at $dir ($var) is at $head, but onestack is pinned to $commit" >&2
+  echo "       (setup/spack-pins.sh)." >&2
+  if [ "$dir" = "$own" ]; then
+    # Every checkout on this ONESTACK_CACHE runs Spack from it: moved under
+    # their running jobs, it would solve and build with other recipes.
+    echo "       It is onestack's own clone, shared by every checkout on this ONESTACK_CACHE:" >&2
+    echo "       once none of them runs, remove it (rm -rf $dir), and set-up clones the pinned commit." >&2
+  else
+    echo "       Check out the pinned commit there, or unset $var so that onestack uses its own" >&2
+    echo "       clone ($own)." >&2
+  fi
+  exit 1
 }
 
 # onestack's own clones: setup/env.sh's defaults of SPACK_ROOT and ONESTACK_SPACK_PACKAGES.

@@ -84,6 +84,12 @@ def note(best: Optional[str], default: str, beyond_noise: bool, change: Optional
     return f"ahead of the default {default} in this run; only a full run over all flavors may change it"
 
 
+def _this_cpu() -> tuple:
+    """How a default's `measured_on` names this host's CPU: model and
+    level, or the model alone (an entry recorded before the level was)."""
+    return (host.describe(), host.model())
+
+
 def measured_elsewhere(app: str) -> Optional[str]:
     """Where the site's default of the app was measured on another CPU than
     this host's, in words (a default is a site fact, and sites' build hosts
@@ -91,7 +97,7 @@ def measured_elsewhere(app: str) -> Optional[str]:
     model and level (a VM may hide AVX-512 from the same model), or the same
     model for an entry recorded before the level was."""
     entry = site.load().default_flavors.get(app)
-    if entry is None or entry["measured_on"] in (host.describe(), host.model()):
+    if entry is None or entry["measured_on"] in _this_cpu():
         return None
     return f"the site default {entry['flavor']} was measured on {entry['measured_on']}, not on this host's CPU"
 
@@ -116,6 +122,6 @@ def record(app: str, module: str, why: str) -> str:
     site._load.cache_clear()
     stack._load.cache_clear()
     notes = ["kept, its reason re-measured"] if kept else []
-    if before.get("measured_on", host.describe()) != host.describe():
+    if before.get("measured_on", host.describe()) not in _this_cpu():
         notes.append(f"chosen before on {before['measured_on']}")
     return f"{file}: default_flavors.{app}: {flavor}" + (f" ({'; '.join(notes)})" if notes else "")

@@ -106,17 +106,12 @@ def flavor_over(goal: dict, app: dict, peak: dict) -> dict:
 
 
 def _contenders(goal: dict, case: dict) -> Tuple[List[dict], List[dict]]:
-    """A case's runs of the stack's paths, and the yardstick's runs. A
-    hybrid flavor's threads count only against a yardstick that ran threads
-    too: else the goal would judge the layout, not the build."""
+    """A case's runs of the stack's paths, and the yardstick's runs. Not a
+    hybrid flavor's threads: the yardsticks run as ranks only, and the goal
+    would judge the layout, not the build."""
     results = case["results"]
     theirs = [r for r in results if r["kind"] == goal["versus"] or r.get("baseline") == goal["versus"]]
-    layouts = (
-        ("flavor", "accelerated", "threaded")
-        if any(r["kind"] == "threaded" for r in theirs)
-        else ("flavor", "accelerated")
-    )
-    ours = [r for r in results if r["kind"] in layouts]
+    ours = [r for r in results if r["kind"] in ("flavor", "accelerated")]
     return ours, theirs
 
 

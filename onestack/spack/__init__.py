@@ -45,6 +45,7 @@ def _digest(files, text: str = "") -> str:
 def _recipe_files() -> List[Path]:
     return [
         paths.REPO / "spack.yaml",
+        paths.REPO / "setup" / "spack-pins.sh",  # Spack's and its builtin recipes' commits
         *sorted(f for f in (paths.REPO / "packages").rglob("*") if f.is_file()),
         site_scope() / "packages.yaml",
     ]
@@ -52,7 +53,8 @@ def _recipe_files() -> List[Path]:
 
 def recipes_fingerprint() -> str:
     """What a root solved before must be solved again for: the site
-    environment, the site recipes and their patches, this machine's
+    environment, Spack's and its builtin recipes' pinned commits, the site
+    recipes and their patches, this machine's
     externals, the site's CPU generations (as cpus.yaml describes them: not
     the rest of either file, the other generations, the site's defaults the
     report rewrites). (A change of the flavor data changes the specs

@@ -526,8 +526,10 @@ def _check_components(file: Path, components: dict, site: Site) -> None:
                 f"site may lack needs compilers.{name}.site_external there (where a site that has it has it)"
             )
     site_blocks = [(f"mpi_settings.{name}", env) for name, env in site.mpi_settings.items()]
-    blocks = [*_env_blocks(components), ("hybrid.env", components["hybrid"]["env"])]
+    translators = [(f"translators.{n}.env", t.get("env", {})) for n, t in components["translators"].items()]
+    blocks = [*_env_blocks(components), ("hybrid.env", components["hybrid"]["env"]), *translators]
     _check_threads_placeholder(file, _env_blocks(components))
+    _check_runtime_only(file, translators)
     _check_threads_placeholder(site.file, site_blocks)
     _check_placeholders(file, blocks)
     _check_placeholders(site.file, site_blocks)
@@ -585,8 +587,6 @@ def _env_blocks(components: dict):
             yield f"mpis.{name}.fabrics.{fabric}.env", how["env"]
     for name, math in components["math"].items():
         yield f"math.{name}.env", math["env"]
-    for name, translator in components["translators"].items():
-        yield f"translators.{name}.env", translator.get("env", {})
 
 
 def _check_site_compilers(file: Path, site, compilers: dict) -> None:
@@ -622,6 +622,19 @@ def _check_threads_placeholder(file: Path, blocks: Iterable[Tuple[str, dict]]) -
                 raise InputError(
                     f"{data.location(file)}: {key}.{name}.value: {render.THREADS} is the threads per rank of a "
                     f"hybrid flavor; put it in `hybrid:` beside `value:` (MPI-only flavors take `value`)"
+                )
+
+
+def _check_runtime_only(file: Path, blocks: Iterable[Tuple[str, dict]]) -> None:
+    """A translation layer's settings are its runtime module's, the same
+    under every flavor: no hybrid value, which that module never sets."""
+    for key, env in blocks:
+        for name, setting in env.items():
+            if "hybrid" in setting or render.THREADS in setting["value"]:
+                raise InputError(
+                    f"{data.location(file)}: {key}.{name}: a translation layer's settings are its runtime "
+                    f"module's, the same under every flavor: no `hybrid:` and no {render.THREADS}; a hybrid "
+                    "flavor's threads are the flavor's settings (hybrid.env)"
                 )
 
 

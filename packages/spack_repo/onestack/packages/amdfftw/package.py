@@ -31,6 +31,7 @@ class Amdfftw(BuiltinAmdfftw):
     requires("+amd-dynamic-dispatcher", when="%gcc", msg="the site's AOCL-FFTW runs on every CPU generation")
 
     def patch(self):
+        super().patch()
         filter_file(r"^ISAMDCPU=.*$", "ISAMDCPU=AuthenticAMD", "configure")
 
     def configure(self, spec, prefix):

@@ -24,6 +24,10 @@ def as_cpu(monkeypatch):
         ("zen4", "v4", True),
         ("icelake", "v4", True),
         ("sapphirerapids", "v4", True),
+        # AVX-512's whole v4 set, though archspec's tree stops at skylake (v3).
+        ("cannonlake", "v4", True),
+        # AVX-512F and CD, but neither BW, DQ nor VL: not v4.
+        ("mic_knl", "v3", False),
         ("haswell", "v3", False),
         ("nehalem", "v2", False),
         ("core2", "v1", False),

@@ -14,6 +14,7 @@ import pwd
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 from conftest import REPO, assert_checks, intel_mpi_banner, onestack, run_as
@@ -132,6 +133,18 @@ def test_host_intel_mpi_starts_one_container_per_rank(runner, built, init_script
     assert intel_mpi_banner() in (tmp_path / "output.txt").read_text()
 
 
+def _pull_as_users_md_says(desktop, uri: str, image: Path) -> None:
+    """docs/users.md's desktop lines as they stand: pull to a name of its
+    own, verify, compare the Fingerprint line with the site key's, rename."""
+    incoming = image.parent / "incoming.sif"
+    desktop.apptainer.run(["pull", "--force", incoming, uri], timeout=apptainer.TRANSFER_SECONDS)
+    verified = desktop.apptainer.run(["verify", "--local", incoming])
+    printed = verified.stdout + verified.stderr
+    fingerprints = set(re.findall(r"Fingerprint:\s*([0-9A-Fa-f]+)", printed))
+    assert {f.upper() for f in fingerprints} == {desktop.signer.upper()}, printed
+    incoming.rename(image)
+
+
 def test_a_desktop_user_pulls_verifies_tests_and_runs_it(built, reg, desktop, init_script, tmp_path):
     """`make push-images` to the registry, then docs/users.md's desktop steps
     as a user who is not root and holds only the site's public key: pull,
@@ -159,14 +172,8 @@ def test_a_desktop_user_pulls_verifies_tests_and_runs_it(built, reg, desktop, in
     kept = [str(f) for f in (tmp_path / "site-config").rglob("*") if f.is_file() and reg.host in f.read_text()]
     assert not kept, f"make push-images left the registry's credentials behind in {kept}"
     image = desktop.home / "images" / f"{NAME}_test.sif"
-    timed(
-        "pull + verify (desktop user)",
-        apptainer.pull,
-        desktop.apptainer,
-        f"oras://{reg.host}/hpc/onestack/{NAME}:test",
-        image,
-        desktop.signer,
-    )
+    uri = f"oras://{reg.host}/hpc/onestack/{NAME}:test"
+    timed("pull + verify (desktop user)", _pull_as_users_md_says, desktop, uri, image)
     scratch = desktop.home / "selftest-tmp"  # the self-test's mktemp -d, which it must remove
     scratch.mkdir()
     shutil.chown(scratch, desktop.apptainer.user)

@@ -127,6 +127,17 @@ def runtime_not_built(runtime) -> str:
     )
 
 
+def translator_runtime():
+    """The translation runtime (mpi-runtime/openmpi-wi4mpi), or a skip
+    saying why the site offers none."""
+    found = next((r for r in stack.load().runtimes if r.translator), None)
+    if found is None:
+        pytest.skip(
+            "this site offers no translation runtime: the MPI it runs on is under `unavailable.mpis` of its site file"
+        )
+    return found
+
+
 def intel_mpi_banner(version_line: bool = True) -> str:
     """What Intel MPI prints of itself, with the version setup/vendor.yaml
     pins: in its I_MPI_DEBUG output (the default) or in `mpirun --version`."""

@@ -20,6 +20,7 @@ from conftest import (
     run_flavors,
     runtime_published,
     served_by,
+    translator_runtime,
 )
 
 from onestack import paths, problems, stack
@@ -84,7 +85,7 @@ def test_an_mpich_build_passes_on_open_mpi_through_the_translator(init_script, p
     launcher, and the loader shows Open MPI's libraries and the translator's
     initialised in it."""
     module = published_of(published_flavors, "qe", "mpich")
-    translator = next(r for r in stack.load().runtimes if r.translator)
+    translator = translator_runtime()
     outcome = problems.execute(
         problems.load("qe")["pw_scf-ncpp"],
         problems.How(modules=(module, translator.module_name), env=(("LD_DEBUG", "libs"),)),

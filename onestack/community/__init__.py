@@ -6,6 +6,7 @@ per flavor under the name the check looks for. ReFrame runs the checks; this
 module only writes what they need to find the stack and reads the verdict."""
 
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,8 +139,20 @@ def run(check_id: str, module: str, out: Path) -> Verdict:
         ["bash", "--noprofile", "--norc", str(script)], env=commands.clean_env(), capture_output=True, text=True
     )
     output = proc.stdout + proc.stderr
-    passed = proc.returncode == 0 and "[  PASSED  ]" in output
-    return Verdict(check_id, module, passed, output, script)
+    return Verdict(check_id, module, proc.returncode == 0 and _ran_and_passed(output), output, script)
+
+
+# ReFrame's summary line: it says PASSED, and exits 0, for a run of no test
+# case, and for one whose cases were all skipped (a CPU or memory a check's
+# hook asks for): a pass only where at least one case ran and none was skipped.
+RAN = re.compile(r"\[  PASSED  \] Ran (\d+)/(\d+) test case")
+SKIPPED = re.compile(r"\b(\d+) skipped\b")
+
+
+def _ran_and_passed(output: str) -> bool:
+    ran = RAN.search(output)
+    skipped = SKIPPED.findall(output[ran.start() :]) if ran else []
+    return bool(ran) and int(ran.group(1)) >= 1 and not any(int(n) for n in skipped)
 
 
 def run_all(out: Path) -> List[Verdict]:

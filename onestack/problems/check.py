@@ -131,6 +131,15 @@ def values(pattern, text):
     return [number(v) for v in re.findall(pattern, text, re.MULTILINE)]
 
 
+def _values_or_nan(pattern, text):
+    """values(), a capture that is no number (QE's ******** on overflow)
+    read as NaN: that check fails, the others are still judged."""
+    try:
+        return values(pattern, text)
+    except ValueError:
+        return [float("nan")]
+
+
 def _tolerance(how, reference):
     """The absolute tolerance, or the relative one times the reference where
     that is wider: a value within either passes (GROMACS's regression tests)."""
@@ -164,7 +173,7 @@ def compare(checks, output, reference=""):
             # A line the program prints only when something is off: counted.
             found.append(Check(name, 0, len(re.findall(how["pattern"], output, re.MULTILINE)), 0.0, bound=True))
             continue
-        got = values(how["pattern"], output)
+        got = _values_or_nan(how["pattern"], output)
         value = got[-1] if got else float("nan")
         if "at_most" in how:
             found.append(Check(name, how["at_most"], value, 0.0, bound=True))

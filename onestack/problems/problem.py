@@ -76,6 +76,9 @@ class Problem:
         checks = {name: how for name, how in self.spec["checks"].items() if not how.get("own_level")}
         why = "an image runs on any CPU, whatever builds it carries (own_level)"
         unchecked = {name: why for name in self.spec["checks"] if name not in checks}
+        if self.spec.get("not_checked_why"):  # of_flavor: a run that cannot match the reference
+            unchecked.update({name: self.spec["not_checked_why"] for name in checks})
+            checks = {}
         return repr(
             {
                 "ranks": self.spec["ranks"],

@@ -23,6 +23,7 @@ from conftest import (
     run_flavors,
     runtime_published,
     served_by,
+    translator_runtime,
 )
 
 from onestack import problems, stack
@@ -162,20 +163,22 @@ def _how(module: str, launcher: str, release) -> problems.How:
     return flavor_how(module, release, env=UNBOUND, launcher=LAUNCHERS[launcher], report_hosts=True)
 
 
+@pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
 @pytest.mark.parametrize("mpi", ["mpich", "mvapich2"])
-def test_the_abi_swap_across_two_nodes(mpi, virtual_cluster, init_script, published_flavors, tmp_path):
+def test_the_abi_swap_across_two_nodes(mpi, launcher, virtual_cluster, init_script, published_flavors, tmp_path):
     """A flavor built with MPICH or MVAPICH2 runs across the nodes on Intel
-    MPI's runtime (its mpiexec.hydra inside the allocation)."""
+    MPI's runtime: its mpiexec.hydra inside the allocation, or srun with the
+    runtime module's PMI."""
     module = published_of(published_flavors, "hpl", mpi)
     how = problems.How(
         modules=(module, "mpi-runtime/impi"),
         env=(("I_MPI_DEBUG", "4"), *UNBOUND),
-        launcher=LAUNCHERS["mpirun"],
+        launcher=LAUNCHERS[launcher],
         report_hosts=True,
     )
     _run(virtual_cluster, problems.load("hpl")["hpl"], how, tmp_path, init_script)
     said = (tmp_path / "output.txt").read_text()
-    assert intel_mpi_banner() in said, f"{module} on mpi-runtime/impi: {said[-1500:]}"
+    assert intel_mpi_banner() in said, f"{module} on mpi-runtime/impi ({launcher}): {said[-1500:]}"
 
 
 @pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
@@ -184,7 +187,7 @@ def test_the_translator_across_two_nodes(launcher, virtual_cluster, init_script,
     translation runtime (mpi-runtime/openmpi-wi4mpi): Open MPI's mpirun
     inside the allocation, or srun over PMIx."""
     module = published_of(published_flavors, "qe", "mpich")
-    translator = next(r for r in stack.load().runtimes if r.translator)
+    translator = translator_runtime()
     how = problems.How(
         modules=(module, translator.module_name),
         env=UNBOUND,

@@ -6,6 +6,7 @@ wrong answer (a tolerance that wide is one). The same checker runs in every
 container image (check.py as a script): it gives the same verdicts, and the
 image's test script is shell for every problem."""
 
+import ast
 import re
 import shlex
 import subprocess
@@ -346,3 +347,23 @@ def test_gromacs_2022_simd_advice_on_amd_avx512_is_not_judged(case, name):
     assert not verdict(ZEN4_2022.replace("Vendor: AMD", "Vendor: Intel")).passed, "an Intel CPU was excused"
     other_build = ZEN4_2022.replace("time:       AVX_512", "time:       SSE4.1")
     assert not verdict(other_build).passed, "another build was excused"
+
+
+def test_a_capture_that_is_no_number_fails_its_check_alone():
+    """QE prints ******** where a value overflows its format: that check
+    fails, read as no number; the others are still judged."""
+    checks = {
+        "pressure": {"pattern": r"P=\s*(\S+)", "expected": 0.0, "tolerance": 1.0},
+        "energy": {"pattern": r"^!\s+total energy\s+=\s+(\S+) Ry", "expected": -15.8, "tolerance": 0.1},
+    }
+    found = {c.name: c.passed for c in check.compare(checks, "!    total energy   =   -15.83 Ry\n  P= ********\n")}
+    assert found == {"pressure": False, "energy": True}, found
+
+
+def test_an_images_checks_follow_the_flavors_version():
+    """An image carries its case as its flavor runs it (problems.of_flavor):
+    LAMMPS 2025's SPC/E run, which cannot match the 2021 reference, prints
+    each check as not checked, with why, rather than failing it."""
+    problem = problems.of_flavor(stack.load().flavor("lmp/openblas-mpich-omp"), "spce")
+    spec = ast.literal_eval(problem.checker_spec())
+    assert not spec["checks"] and "2025" in spec["unchecked"]["total_energy"], spec["unchecked"]

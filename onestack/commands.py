@@ -6,6 +6,7 @@ the first process alone, which would leave the others running."""
 import os
 import signal
 import subprocess
+from pathlib import Path
 from typing import List, Tuple
 
 
@@ -23,6 +24,20 @@ def run_whole(argv: List[str], timeout: float, **popen) -> Tuple[int, str, str]:
             out, err = proc.communicate(timeout=timeout)
             return proc.returncode, out, err
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            _kill_session(proc.pid)
             out, err = proc.communicate()
             return -signal.SIGKILL, out, err
+
+
+def _kill_session(session: int) -> None:
+    """SIGKILL to every process of the session, not its process group alone:
+    Open MPI's launchers put each rank in a group of its own (setpgid), which
+    killpg misses, and a rank left holding the output's pipe would keep the
+    caller waiting for its end."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # After "(command)": state, parent, group, session.
+            if int(stat.read_text().rsplit(")", 1)[1].split()[3]) == session:
+                os.kill(int(stat.parent.name), signal.SIGKILL)
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile

@@ -7,6 +7,7 @@ module only writes what they need to find the stack and reads the verdict."""
 
 import os
 import re
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,6 +128,10 @@ def _script(out: Path, check_id: str, check: dict, module: str, bin_dir: Path) -
     )
 
 
+# A check's whole run, ReFrame's own set-up included: bounded, as every run is.
+TIMEOUT_S = 1800
+
+
 def run(check_id: str, module: str, out: Path) -> Verdict:
     """One check against one published flavor (any flavor of its app, e.g.
     one it is expected to fail on), from a clean shell."""
@@ -135,11 +140,10 @@ def run(check_id: str, module: str, out: Path) -> Verdict:
         raise CommunityError(f"{check_id} checks {check['app']} flavors, not {module}")
     config(out)
     script = _script(out, check_id, check, module, venv())
-    proc = subprocess.run(
-        ["bash", "--noprofile", "--norc", str(script)], env=commands.clean_env(), capture_output=True, text=True
-    )
-    output = proc.stdout + proc.stderr
-    return Verdict(check_id, module, proc.returncode == 0 and _ran_and_passed(output), output, script)
+    argv = ["bash", "--noprofile", "--norc", str(script)]
+    code, printed, errors = commands.run_whole(argv, TIMEOUT_S, env=commands.clean_env())
+    output = printed + errors + (f"\nkilled after {TIMEOUT_S} s\n" if code == -signal.SIGKILL else "")
+    return Verdict(check_id, module, code == 0 and _ran_and_passed(output), output, script)
 
 
 # ReFrame's summary line: it says PASSED, and exits 0, for a run of no test

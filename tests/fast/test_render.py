@@ -616,11 +616,15 @@ def test_an_emulated_run_hands_glibc_its_tunables(tmp_path):
 
 
 def test_a_run_past_its_time_is_killed_with_every_process_it_started(tmp_path, monkeypatch):
-    """The launcher and its ranks (here a sleep the script started), not
-    the shell alone: none is left running."""
+    """The launcher and its ranks (here a sleep the script started, in a
+    process group of its own), not the shell alone: none is left running."""
     monkeypatch.setattr(runner, "TIMEOUT_S", 1)
     script = tmp_path / "run.sh"
-    script.write_text(f"sleep 300 & echo $! > {tmp_path}/pid\nwait\n")
+    # In a process group of its own, as Open MPI's launchers put their ranks.
+    script.write_text(
+        f"python3 -c 'import os, time; os.setpgid(0, 0); time.sleep(300)' >/dev/null 2>&1 &\n"
+        f"echo $! > {tmp_path}/pid\nwait\n"
+    )
     code, printed = runner._bash(script)
     assert code == -signal.SIGKILL and printed.startswith("killed after 1 s")
     pid = int((tmp_path / "pid").read_text())

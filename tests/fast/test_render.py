@@ -709,7 +709,7 @@ def test_a_hybrid_images_threads_follow_the_job(given, threads, tmp_path):
     assert "{threads}" not in environment
 
 
-def test_an_infiniband_sites_images_run_on_a_desktop(monkeypatch):
+def test_an_infiniband_sites_images_run_on_a_desktop(monkeypatch, tmp_path):
     """Images run on desktops, which have no InfiniBand: at a site whose
     fabric is, they get the settings of shared memory and TCP, and a flavor
     whose MPI is built for the fabric (MVAPICH2's mrail) gets no image, with
@@ -728,6 +728,8 @@ def test_an_infiniband_sites_images_run_on_a_desktop(monkeypatch):
     with pytest.raises(ImageError, match="which a desktop lacks"):
         images.build(mvapich2, {})
     # `make images` builds the others, and fails only where none is left
+    # (its lock in a prefix of the test's own, not a live tree's).
+    monkeypatch.setenv("ONESTACK_PREFIX", str(tmp_path))
     monkeypatch.setattr(images.spack, "installed", lambda flavors: (flavors, {}))
     monkeypatch.setattr(images, "build", lambda flavor, roots: flavor.module_name)
     assert images.build_all([impi, mvapich2]) == ["hpl/openblas-impi"]

@@ -276,3 +276,19 @@ def test_a_flavor_after_a_runtime_is_refused_with_the_order_that_works(init_scri
     assert "==refused==" in said and f"module load {module} mpi-runtime/impi" in said, said
     works = lmod.clean_shell(init_script, f"module load {module} mpi-runtime/impi")
     assert works.returncode == 0, works.stderr
+
+
+def test_a_flavor_loaded_again_under_a_runtime_never_puts_its_own_mpirun_first(init_script, published_flavors):
+    """Unloading the flavor unloads the runtime it ran on, so loading it
+    again gives the flavor's own MPI, said by `module list`; `module reload`
+    keeps the runtime's mpirun first. MVAPICH2's: its mpirun is a folder of
+    its own (MPICH's is the system's /usr/bin)."""
+    module = published_of(published_flavors, "hpl", "mvapich2")
+    which = 'echo "==$(command -v mpirun)=="; module -t list 2>&1'
+    reloaded = lmod.clean_shell(init_script, f"module load {module} mpi-runtime/impi\nmodule reload\n{which}")
+    assert "/mpi-runtime/impi/bin/mpirun==" in reloaded.stdout, (module, reloaded.stdout, reloaded.stderr)
+    again = lmod.clean_shell(
+        init_script, f"module load {module} mpi-runtime/impi\nmodule unload {module}\nmodule load {module}\n{which}"
+    )
+    assert again.returncode == 0 and "mpi-runtime" not in again.stdout, (module, again.stdout, again.stderr)
+    assert "/mvapich2-" in again.stdout.split("==")[1], (module, again.stdout)

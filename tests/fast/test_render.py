@@ -265,9 +265,9 @@ class LuaModule:
     """A rendered module run by real Lua with Lmod's functions stubbed: what
     each call received, exactly."""
 
-    def __init__(self, text: str, asked: str = ""):
+    def __init__(self, text: str, asked: str = "", mode: str = "load"):
         """asked: the name the user typed (Lmod's myModuleUsrName); by
-        default the module's own name, from its whatis."""
+        default the module's own name, from its whatis. mode: Lmod's mode()."""
         self.calls = []
         lua = lupa.LuaRuntime(unpack_returned_tuples=True)
 
@@ -286,9 +286,10 @@ class LuaModule:
             "hide_version",
             "LmodError",
             "LmodMessage",
+            "unload",
         ):
             lua.globals()[name] = record(name)
-        lua.globals()["mode"] = lambda: "load"
+        lua.globals()["mode"] = lambda: mode
         lua.globals()["myModuleUsrName"] = lambda: asked or self.values("whatis")[0][0].removeprefix("Name: ")
         lua.globals()["myModuleFullName"] = lua.globals()["myModuleUsrName"]
         lua.globals()["capture"] = lambda command: self.calls.append(("capture", command)) or ("", True)
@@ -517,14 +518,23 @@ def test_default_and_runtime_modules_are_lua_literals():
 
 def test_a_runtime_runs_over_one_flavor(monkeypatch):
     """Over two flavors, unloading one would give the runtime's settings back
-    to the other's values (pushenv): refused; over one, it records which, so
-    that flavor may load again under it (`module reload`)."""
+    to the other's values (pushenv): refused; over one, it loads."""
     text = _runtime_module()
     monkeypatch.setenv("ONESTACK_LOADED_FLAVORS", "qe/a/1:hpl/b/2")
     assert "it runs one flavor, and qe/a/1, hpl/b/2 are loaded" in LuaModule(text).values("LmodError")[0][0]
     monkeypatch.setenv("ONESTACK_LOADED_FLAVORS", "qe/a/1")
-    module = LuaModule(text)
-    assert not module.values("LmodError") and ("ONESTACK_RUNTIME_OVER", "qe/a/1") in module.values("pushenv")
+    assert not LuaModule(text).values("LmodError")
+
+
+@pytest.mark.parametrize("runtime, unloaded", [("impi", [("mpi-runtime/impi",)]), (None, [])])
+def test_a_flavor_unloaded_under_a_runtime_unloads_the_runtime(runtime, unloaded, tmp_path, monkeypatch):
+    """Left loaded, the runtime would let the flavor load again over it, its
+    own mpirun in front of the runtime's: the runtime goes with the flavor."""
+    monkeypatch.delenv("ONESTACK_MPI_RUNTIME", raising=False)
+    if runtime:
+        monkeypatch.setenv("ONESTACK_MPI_RUNTIME", runtime)
+    text = _flavor_module(stack.load().flavor("qe/openblas-mpich"), "x", tmp_path)
+    assert LuaModule(text, mode="unload").values("unload") == unloaded
 
 
 def test_a_translator_module_loads_it_first_in_every_process():

@@ -265,9 +265,11 @@ class LuaModule:
     """A rendered module run by real Lua with Lmod's functions stubbed: what
     each call received, exactly."""
 
-    def __init__(self, text: str, asked: str = "", mode: str = "load"):
+    def __init__(self, text: str, asked: str = "", modes: tuple = ("load",)):
         """asked: the name the user typed (Lmod's myModuleUsrName); by
-        default the module's own name, from its whatis. mode: Lmod's mode()."""
+        default the module's own name, from its whatis. modes: Lmod's mode()
+        of each run of the file within one command (one sandbox), in order;
+        the calls recorded are the last run's."""
         self.calls = []
         lua = lupa.LuaRuntime(unpack_returned_tuples=True)
 
@@ -286,14 +288,15 @@ class LuaModule:
             "hide_version",
             "LmodError",
             "LmodMessage",
-            "unload",
         ):
             lua.globals()[name] = record(name)
-        lua.globals()["mode"] = lambda: mode
         lua.globals()["myModuleUsrName"] = lambda: asked or self.values("whatis")[0][0].removeprefix("Name: ")
         lua.globals()["myModuleFullName"] = lua.globals()["myModuleUsrName"]
         lua.globals()["capture"] = lambda command: self.calls.append(("capture", command)) or ("", True)
-        lua.execute(text)
+        for mode in modes:
+            self.calls.clear()
+            lua.globals()["mode"] = lambda mode=mode: mode
+            lua.execute(text)
 
     def values(self, name: str) -> list:
         return [call[1:] for call in self.calls if call[0] == name]
@@ -526,15 +529,16 @@ def test_a_runtime_runs_over_one_flavor(monkeypatch):
     assert not LuaModule(text).values("LmodError")
 
 
-@pytest.mark.parametrize("runtime, unloaded", [("impi", [("mpi-runtime/impi",)]), (None, [])])
-def test_a_flavor_unloaded_under_a_runtime_unloads_the_runtime(runtime, unloaded, tmp_path, monkeypatch):
-    """Left loaded, the runtime would let the flavor load again over it, its
-    own mpirun in front of the runtime's: the runtime goes with the flavor."""
-    monkeypatch.delenv("ONESTACK_MPI_RUNTIME", raising=False)
-    if runtime:
-        monkeypatch.setenv("ONESTACK_MPI_RUNTIME", runtime)
+@pytest.mark.parametrize("modes, refused", [(("load",), True), (("unload", "load"), False)])
+def test_a_flavor_loads_again_under_its_runtime_within_one_command_only(modes, refused, tmp_path, monkeypatch):
+    """`module reload` unloads and loads the flavor, then the runtime, in one
+    command: allowed. Loaded again by a later command, the flavor would put
+    its mpirun and settings over the runtime's: refused."""
+    monkeypatch.setenv("ONESTACK_MPI_RUNTIME", "impi")
+    monkeypatch.setenv("ONESTACK_MPI_RUNTIME_SERVES", "mpich")
     text = _flavor_module(stack.load().flavor("qe/openblas-mpich"), "x", tmp_path)
-    assert LuaModule(text, mode="unload").values("unload") == unloaded
+    errors = LuaModule(text, modes=modes).values("LmodError")
+    assert bool(errors) is refused and (not errors or "load the flavor first" in errors[0][0]), errors
 
 
 def test_a_translator_module_loads_it_first_in_every_process():

@@ -289,8 +289,8 @@ def test_a_flavor_loaded_again_under_a_runtime_never_puts_its_own_mpirun_first(i
     assert "/mpi-runtime/impi/bin/mpirun==" in reloaded.stdout, (module, reloaded.stdout, reloaded.stderr)
     again = lmod.clean_shell(
         init_script,
-        f'module load {module} mpi-runtime/impi\nmodule unload {module}\nmodule load {module} 2>&1 || echo "==refused=="\n'
-        + which,
+        f"module load {module} mpi-runtime/impi\nmodule unload {module}\n"
+        f'module load {module} 2>&1 || echo "==refused=="\n{which}',
     )
     said = " ".join(again.stdout.split())
     assert "==refused==" in said and f"module load {module} mpi-runtime/impi" in said, (module, said)

@@ -296,7 +296,7 @@ def _runtime_modules(release: Path, roots: Dict[str, dict]) -> List[str]:
                 root=root,
                 release=release.name,
                 shim_dir=shim,
-                preload=runtime.preload_paths(prefix),
+                preload=_rank_preload(runtime, prefix),
                 library_path=runtime.library_dirs(prefix),
             )
             continue
@@ -314,6 +314,20 @@ def _runtime_modules(release: Path, roots: Dict[str, dict]) -> List[str]:
             container_binds=_container_binds(lib, shim / "lib"),
         )
     return [runtime.module_name for runtime in _runtimes(roots)]
+
+
+def _rank_preload(runtime, prefix: Path) -> str:
+    """A translator's LD_PRELOAD, as a value its launchers' lists can carry:
+    srun's --export splits at commas, Open MPI's mca_base_env_list at
+    semicolons, LD_PRELOAD itself at spaces and colons."""
+    paths = runtime.preload_paths(prefix)
+    bad = [path for path in paths if any(c in path for c in ",; :")]
+    if bad:
+        raise PublishError(
+            f"{runtime.module_name}: its preload {', '.join(bad)} holds a comma, semicolon, space or colon, which"
+            " its launchers read as separators: install it under a prefix without them (ONESTACK_PREFIX)"
+        )
+    return ":".join(paths)
 
 
 def _container_binds(lib: Path, links: Path) -> List[str]:

@@ -213,10 +213,12 @@ class Runtime:
     env: Tuple[Setting, ...]
     serves: Tuple[str, ...] = ()
     # A translation layer's (components.yaml `translators`): the MPI of mpis
-    # whose launcher starts its jobs, what each process loads first, and the
-    # folders of its own prefix first on LD_LIBRARY_PATH.
+    # whose launcher starts its jobs, what each rank loads first and the
+    # variable of that launcher it goes through, and the folders of its own
+    # prefix first on LD_LIBRARY_PATH.
     to: str = ""
     preload: Tuple[str, ...] = ()
+    rank_env: str = ""
     library_path: Tuple[str, ...] = ()
     # Built by `make test` too (components.yaml `ci_build`), else only where
     # `make stack` built it: its module is published where it is installed.
@@ -492,6 +494,12 @@ def _check_components(file: Path, components: dict, site: Site) -> None:
     check_choice(site.file, "fabric", site.fabric, fabrics, "fabric", f"fabrics of {data.location(file)}")
     for name, translator in components["translators"].items():
         check_choice(file, f"translators.{name}.to", translator["to"], components["mpis"], "MPI", "keys of mpis")
+        if "rank_env" not in components["mpis"][translator["to"]]:
+            raise InputError(
+                f"{data.location(file)}: translators.{name}.to: {translator['to']} has no rank_env, the variable"
+                f" its launcher sets in the ranks from, which the translator's preload goes through; add"
+                f" mpis.{translator['to']}.rank_env (Open MPI's: OMPI_MCA_mca_base_env_list)"
+            )
     for name in site.mpi_settings:
         check_choice(
             site.file, f"mpi_settings.{name}", name, components["mpis"], "MPI", f"mpis of {data.location(file)}"
@@ -1075,6 +1083,7 @@ def _translator(name: str, translator: dict, components: dict, site: Site) -> Ru
         tuple(translator["serves"]),
         to=translator["to"],
         preload=tuple(translator["preload"]),
+        rank_env=target["rank_env"],
         library_path=tuple(translator["library_path"]),
     )
 

@@ -541,10 +541,11 @@ def test_a_flavor_loads_again_under_its_runtime_within_one_command_only(modes, r
     assert bool(errors) is refused and (not errors or "load the flavor first" in errors[0][0]), errors
 
 
-def test_a_translator_module_loads_it_first_in_every_process():
+def test_a_translator_module_loads_it_first_in_each_rank_alone():
     """mpi-runtime/<translator>: its library, then the target MPI's by
-    soname, first on LD_PRELOAD in that order; its settings and the target
-    MPI's as Lua literals; an MPICH-family flavor accepted, another refused."""
+    soname, on the ranks' LD_PRELOAD through each launcher (the target's
+    mpirun, srun), never the shell's; its settings and the target MPI's as
+    Lua literals; an MPICH-family flavor accepted, another refused."""
     translator = next(r for r in stack.load().runtimes if r.translator)
     runtime = dataclasses.replace(translator, env=(*translator.env, Setting("X", HOSTILE[3], HOSTILE[1])))
     module = LuaModule(
@@ -555,15 +556,25 @@ def test_a_translator_module_loads_it_first_in_every_process():
             root={"name": "wi4mpi", "version": "3.6.4"},
             release="r1",
             shim_dir=Path("/x y"),
-            preload=["/w i/libwi4mpi.so", "libmpi.so.40"],
+            preload="/w'i/libwi4mpi.so:libmpi.so.40",
             library_path=["/w i/fake"],
         )
     )
-    preloaded = [path for name, path in module.values("prepend_path") if name == "LD_PRELOAD"]
-    assert preloaded[::-1] == ["/w i/libwi4mpi.so", "libmpi.so.40"], preloaded
+    assert not [path for name, path in module.values("prepend_path") if name == "LD_PRELOAD"]
+    assert (translator.rank_env, "LD_PRELOAD=/w'i/libwi4mpi.so:libmpi.so.40") in module.values("pushenv")
+    assert ("SLURM_EXPORT_ENV", "ALL,LD_PRELOAD=/w'i/libwi4mpi.so:libmpi.so.40") in module.values("pushenv")
     assert ("X", HOSTILE[3]) in module.values("pushenv") and ("PATH", "/x y/bin") in module.values("prepend_path")
     assert ("SLURM_MPI_TYPE", "pmix") in module.values("pushenv"), "the target MPI's own settings"
     assert ("mpi_runtime",) in module.values("family") and not module.values("LmodError")
+
+
+@pytest.mark.parametrize("prefix", ["/a,b", "/a;b", "/a b", "/a:b"])
+def test_a_translator_under_a_prefix_its_launchers_would_split_is_refused(prefix):
+    """srun's --export splits at commas, mca_base_env_list at semicolons,
+    LD_PRELOAD at spaces and colons: such a preload is refused at publish."""
+    translator = next(r for r in stack.load().runtimes if r.translator)
+    with pytest.raises(publish.PublishError, match="ONESTACK_PREFIX"):
+        publish._rank_preload(translator, Path(prefix))
 
 
 def _fake_program(folder: Path, name: str, variable: str = "ONESTACK_TEST") -> None:

@@ -106,20 +106,23 @@ def test_an_mpich_build_passes_on_open_mpi_through_the_translator(init_script, p
 def test_the_translator_loads_nothing_into_the_shells_own_commands(init_script, published_flavors):
     """Its libraries are the ranks' alone: a command of the shell the module
     is loaded in maps neither Wi4MPI nor Open MPI (each such start took 28 ms,
-    not 0.8), while a rank of Open MPI's mpirun maps both."""
+    not 0.8) and keeps the flavor's own LD_PRELOAD, while a rank of Open MPI's
+    mpirun maps both and keeps the flavor's preload after them."""
     module = published_of(published_flavors, "qe", "mpich")
     translator = translator_runtime()
     maps = "grep -o -e 'libwi4mpi[^ ]*' -e 'libmpi.so.40' /proc/self/maps | sort -u | tr '\\n' ' '"
     said = lmod.clean_shell(
         init_script,
-        f'module load {module} {translator.module_name}\necho "shell: [$LD_PRELOAD] [$({maps})]"\n'
+        f'module load {module}\nexport FLAVORS="$LD_PRELOAD"\nmodule load {translator.module_name}\n'
+        f'echo "shell: [${{LD_PRELOAD#"$FLAVORS"}}] [$({maps})]"\n'
         '[ "$(id -u)" != 0 ] || export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1\n'
-        f'mpirun -n 1 sh -c "echo rank: [\\$({maps})]"',
+        f'mpirun -n 1 sh -c "echo rank: [\\$({maps})] [\\${{LD_PRELOAD%:\\$FLAVORS}}]"',
     )
-    shell = next((line for line in said.stdout.splitlines() if line.startswith("shell: ")), "")
-    rank = next((line for line in said.stdout.splitlines() if line.startswith("rank: ")), "")
-    assert shell == "shell: [] []", (translator.module_name, said.stdout, said.stderr)
+    lines = dict(line.split(": ", 1) for line in said.stdout.splitlines() if line.startswith(("shell: ", "rank: ")))
+    assert lines.get("shell") == "[] []", (translator.module_name, said.stdout, said.stderr)
+    rank = lines.get("rank", "")
     assert "libwi4mpi_MPICH_OMPI.so" in rank and "libmpi.so.40" in rank, (translator.module_name, said.stdout)
+    assert rank.endswith("/libwi4mpi_MPICH_OMPI.so:libmpi_mpifh.so.40:libmpi.so.40]"), (module, said.stdout)
 
 
 def test_open_mpi_build_is_refused_by_the_runtime(init_script, tmp_path):

@@ -541,11 +541,17 @@ def test_a_flavor_loads_again_under_its_runtime_within_one_command_only(modes, r
     assert bool(errors) is refused and (not errors or "load the flavor first" in errors[0][0]), errors
 
 
-def test_a_translator_module_loads_it_first_in_each_rank_alone():
+@pytest.mark.parametrize(
+    "own, ranks",
+    [("", "/w'i/libwi4mpi.so:libmpi.so.40"), ("/f/libx.so", "/w'i/libwi4mpi.so:libmpi.so.40:/f/libx.so"), ("/a,b", "")],
+)
+def test_a_translator_module_loads_it_first_in_each_rank_alone(own, ranks, monkeypatch):
     """mpi-runtime/<translator>: its library, then the target MPI's by
-    soname, on the ranks' LD_PRELOAD through each launcher (the target's
-    mpirun, srun), never the shell's; its settings and the target MPI's as
-    Lua literals; an MPICH-family flavor accepted, another refused."""
+    soname, then the flavor's own preload, on the ranks' LD_PRELOAD through
+    each launcher (the target's mpirun, srun), never the shell's; its
+    settings and the target MPI's as Lua literals. A preload the launchers
+    would split: refused."""
+    monkeypatch.setenv("LD_PRELOAD", own)
     translator = next(r for r in stack.load().runtimes if r.translator)
     runtime = dataclasses.replace(translator, env=(*translator.env, Setting("X", HOSTILE[3], HOSTILE[1])))
     module = LuaModule(
@@ -560,12 +566,16 @@ def test_a_translator_module_loads_it_first_in_each_rank_alone():
             library_path=["/w i/fake"],
         )
     )
+    if not ranks:
+        assert "comma or semicolon" in module.values("LmodError")[0][0]
+        return
     assert not [path for name, path in module.values("prepend_path") if name == "LD_PRELOAD"]
-    assert (translator.rank_env, "LD_PRELOAD=/w'i/libwi4mpi.so:libmpi.so.40") in module.values("pushenv")
-    assert ("SLURM_EXPORT_ENV", "ALL,LD_PRELOAD=/w'i/libwi4mpi.so:libmpi.so.40") in module.values("pushenv")
+    assert not module.values("LmodError")
+    assert (translator.rank_env, "LD_PRELOAD=" + ranks) in module.values("pushenv")
+    assert ("SLURM_EXPORT_ENV", "ALL,LD_PRELOAD=" + ranks) in module.values("pushenv")
     assert ("X", HOSTILE[3]) in module.values("pushenv") and ("PATH", "/x y/bin") in module.values("prepend_path")
     assert ("SLURM_MPI_TYPE", "pmix") in module.values("pushenv"), "the target MPI's own settings"
-    assert ("mpi_runtime",) in module.values("family") and not module.values("LmodError")
+    assert ("mpi_runtime",) in module.values("family")
 
 
 @pytest.mark.parametrize("prefix", ["/a,b", "/a;b", "/a b", "/a:b"])

@@ -34,6 +34,9 @@ class Setting:
     # A hybrid flavor's value at one thread a rank: the MPI-only flavors' (hydra's
     # core:1 is its core), so that flavors loaded together agree on it.
     single: str = ""
+    # An MPI-only value's hybrid one ({threads} in it): what a runtime module
+    # sets instead over a hybrid flavor of more than one thread a rank.
+    hybrid: str = ""
 
 
 @dataclass(frozen=True)
@@ -455,6 +458,7 @@ def _settings(*envs: dict, hybrid: bool = False) -> Tuple[Setting, ...]:
             s.get("hybrid", s["value"]) if hybrid else s["value"],
             " ".join(s["why"].split()),
             s["value"] if hybrid else "",
+            "" if hybrid else s.get("hybrid", ""),
         )
         for env in envs
         for name, s in env.items()
@@ -536,8 +540,7 @@ def _check_components(file: Path, components: dict, site: Site) -> None:
     site_blocks = [(f"mpi_settings.{name}", env) for name, env in site.mpi_settings.items()]
     translators = [(f"translators.{n}.env", t.get("env", {})) for n, t in components["translators"].items()]
     blocks = [*_env_blocks(components), ("hybrid.env", components["hybrid"]["env"]), *translators]
-    _check_threads_placeholder(file, _env_blocks(components))
-    _check_runtime_only(file, translators)
+    _check_threads_placeholder(file, [*_env_blocks(components), *translators])
     _check_threads_placeholder(site.file, site_blocks)
     _check_placeholders(file, blocks)
     _check_placeholders(site.file, site_blocks)
@@ -630,19 +633,6 @@ def _check_threads_placeholder(file: Path, blocks: Iterable[Tuple[str, dict]]) -
                 raise InputError(
                     f"{data.location(file)}: {key}.{name}.value: {render.THREADS} is the threads per rank of a "
                     f"hybrid flavor; put it in `hybrid:` beside `value:` (MPI-only flavors take `value`)"
-                )
-
-
-def _check_runtime_only(file: Path, blocks: Iterable[Tuple[str, dict]]) -> None:
-    """A translation layer's settings are its runtime module's, the same
-    under every flavor: no hybrid value, which that module never sets."""
-    for key, env in blocks:
-        for name, setting in env.items():
-            if "hybrid" in setting or render.THREADS in setting["value"]:
-                raise InputError(
-                    f"{data.location(file)}: {key}.{name}: a translation layer's settings are its runtime "
-                    f"module's, the same under every flavor: no `hybrid:` and no {render.THREADS}; a hybrid "
-                    "flavor's threads are the flavor's settings (hybrid.env)"
                 )
 
 

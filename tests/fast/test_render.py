@@ -469,6 +469,7 @@ def test_a_hybrid_flavor_module_sets_threads_placement_and_binding_from_the_job(
     binding = "core" if threads == "1" else f"core:{threads}"
     assert set_to["HYDRA_BINDING"] == binding and set_to["OPENBLAS_NUM_THREADS"] == threads, set_to
     assert (set_to["OMP_PLACES"], set_to["OMP_PROC_BIND"]) == ("cores", "close"), set_to
+    assert set_to["ONESTACK_THREADS"] == threads, "read by a runtime loaded over it"
     mpi_only = dict(
         LuaModule(_flavor_module(stack.load().flavor("lmp/openblas-mpich"), "x", tmp_path)).values("pushenv")
     )
@@ -576,6 +577,30 @@ def test_a_translator_module_loads_it_first_in_each_rank_alone(own, ranks, monke
     assert ("X", HOSTILE[3]) in module.values("pushenv") and ("PATH", "/x y/bin") in module.values("prepend_path")
     assert ("SLURM_MPI_TYPE", "pmix") in module.values("pushenv"), "the target MPI's own settings"
     assert ("mpi_runtime",) in module.values("family")
+
+
+@pytest.mark.parametrize("threads, mapping", [("2", "slot:PE=2"), ("1", "core"), (None, "core"), ("2;x", "core")])
+def test_a_runtime_over_a_hybrid_flavor_gives_each_rank_its_threads_cores(threads, mapping, monkeypatch):
+    """Open MPI 4's mpirun bound a hybrid rank of 2 threads to one core under
+    the translator: over a hybrid flavor of more than one thread a rank (its
+    ONESTACK_THREADS), a runtime sets its settings' hybrid values."""
+    monkeypatch.delenv("ONESTACK_THREADS", raising=False)
+    if threads:
+        monkeypatch.setenv("ONESTACK_THREADS", threads)
+    translator = next(r for r in stack.load().runtimes if r.translator)
+    module = LuaModule(
+        render.text(
+            publish.TEMPLATES,
+            "mpi-translator.lua.j2",
+            runtime=translator,
+            root={"name": "wi4mpi", "version": "3.6.4"},
+            release="r1",
+            shim_dir=Path("/x"),
+            preload="/w/libwi4mpi.so",
+            library_path=[],
+        )
+    )
+    assert dict(module.values("pushenv"))["OMPI_MCA_rmaps_base_mapping_policy"] == mapping
 
 
 @pytest.mark.parametrize("prefix", ["/a,b", "/a;b", "/a b", "/a:b"])

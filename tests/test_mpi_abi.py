@@ -132,8 +132,8 @@ def test_open_mpi_build_is_refused_by_the_runtime(init_script, tmp_path):
     exe = _build(tmp_path, "openmpi_linked.c", "gcc", libmpi40)
     proc = lmod.clean_shell(init_script, f"module load {FLAVOR} mpi-runtime/impi\nmpirun -n 2 {exe}")
     assert proc.returncode == 1
-    assert "is an Open MPI build (libmpi.so.40)" in proc.stderr
-    assert "of an ABI this runtime does not serve (it serves mpich, mpi5)" in proc.stderr
+    assert "is a build of the openmpi ABI (libmpi.so.40)" in proc.stderr
+    assert "which this runtime does not serve (it serves mpich, mpi5)" in proc.stderr
 
 
 def test_an_open_mpi_flavors_program_is_refused_through_its_entry_point(init_script, live_release, published_flavors):
@@ -144,7 +144,7 @@ def test_an_open_mpi_flavors_program_is_refused_through_its_entry_point(init_scr
     entry = dispatch.bin_dir(live_release, flavor) / "hpcc"
     proc = lmod.clean_shell(init_script, f"module load {FLAVOR} mpi-runtime/impi\nmpirun -n 2 {entry}")
     assert proc.returncode == 1, (module, proc.stdout, proc.stderr)
-    assert "is an Open MPI build (libmpi.so.40)" in proc.stderr, (module, proc.stderr)
+    assert "is a build of the openmpi ABI (libmpi.so.40)" in proc.stderr, (module, proc.stderr)
 
 
 def test_open_mpi_flavor_cannot_load_the_runtime(init_script):

@@ -6,6 +6,7 @@ Debian builds it names its libraries libmpich*.so.12, the others libmpi*.so.12.
 """
 
 from pathlib import Path
+from typing import Iterable, List, Tuple
 
 # ABI family -> (name an executable may ask for, name the runtime ships)
 SONAME_ALIASES = {
@@ -15,6 +16,20 @@ SONAME_ALIASES = {
         ("libmpichcxx.so.12", "libmpicxx.so.12"),
     ],
 }
+
+
+# ABI family -> the C library its executables link: how a runtime's mpirun
+# tells, from a program's libraries, a build of an ABI it does not serve.
+C_LIBRARIES = {
+    "mpich": ("libmpi.so.12", "libmpich.so.12"),
+    "openmpi": ("libmpi.so.40",),
+    "mpi5": ("libmpi_abi.so.1",),
+}
+
+
+def foreign_libraries(serves: Iterable[str]) -> List[Tuple[str, str]]:
+    """(library, ABI) of every ABI family a runtime serving `serves` does not."""
+    return [(library, abi) for abi, libraries in C_LIBRARIES.items() if abi not in serves for library in libraries]
 
 
 def link_aliases(abis, runtime_lib: Path, shim_lib: Path) -> None:

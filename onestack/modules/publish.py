@@ -289,6 +289,15 @@ def _runtime_modules(release: Path, roots: Dict[str, dict]) -> List[str]:
             _which(runtime.module_name, runtime.to, launcher)
             _checked_launchers(release, runtime, shim, launcher)
             prefix = Path(root["prefix"])
+            preload = _rank_preload(runtime, prefix)
+            _render(
+                "task-prolog.sh.j2",
+                shim / "task-prolog",
+                mode=0o755,
+                module=runtime.module_name,
+                release=release.name,
+                preload=preload,
+            )
             _render(
                 "mpi-translator.lua.j2",
                 module,
@@ -296,7 +305,8 @@ def _runtime_modules(release: Path, roots: Dict[str, dict]) -> List[str]:
                 root=root,
                 release=release.name,
                 shim_dir=shim,
-                preload=_rank_preload(runtime, prefix),
+                preload=preload,
+                task_prolog=shim / "task-prolog",
                 library_path=runtime.library_dirs(prefix),
             )
             continue
@@ -317,15 +327,15 @@ def _runtime_modules(release: Path, roots: Dict[str, dict]) -> List[str]:
 
 
 def _rank_preload(runtime, prefix: Path) -> str:
-    """A translator's LD_PRELOAD, as a value its launchers' lists can carry:
-    srun's --export splits at commas, Open MPI's mca_base_env_list at
-    semicolons, LD_PRELOAD itself at spaces and colons."""
+    """A translator's LD_PRELOAD, as a value its launchers can carry: Open
+    MPI's mca_base_env_list splits at semicolons, srun's task prolog reads a
+    line, LD_PRELOAD itself splits at spaces and colons."""
     paths = runtime.preload_paths(prefix)
-    bad = [path for path in paths if any(c in path for c in ",; :")]
+    bad = [path for path in paths if any(c in path for c in "; :\n")]
     if bad:
         raise PublishError(
-            f"{runtime.module_name}: its preload {', '.join(bad)} holds a comma, semicolon, space or colon, which"
-            " its launchers read as separators: install it under a prefix without them (ONESTACK_PREFIX)"
+            f"{runtime.module_name}: its preload {', '.join(bad)} holds a semicolon, space, colon or newline,"
+            " which its launchers read as separators: install it under a prefix without them (ONESTACK_PREFIX)"
         )
     return ":".join(paths)
 
@@ -369,6 +379,7 @@ def _checked_launchers(release: Path, runtime, shim: Path, launcher) -> None:
             mode=0o755,
             module=runtime.module_name,
             serves=", ".join(runtime.serves),
+            foreign=abi.foreign_libraries(runtime.serves),
             release=release.name,
             launcher=launcher,
         )

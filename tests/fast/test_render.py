@@ -21,7 +21,7 @@ import yaml
 from onestack import apt_sources, commands, data, host, paths, render, spack, stack
 from onestack.images import ImageError, base
 from onestack.images import flavor as images
-from onestack.modules import dispatch, publish
+from onestack.modules import abi, dispatch, publish
 from onestack.problems import How, Problem, runner
 from onestack.spack import environment, scope, vendor
 from onestack.stack import site
@@ -544,7 +544,7 @@ def test_a_flavor_loads_again_under_its_runtime_within_one_command_only(modes, r
 
 @pytest.mark.parametrize(
     "own, ranks",
-    [("", "/w'i/libwi4mpi.so:libmpi.so.40"), ("/f/libx.so", "/w'i/libwi4mpi.so:libmpi.so.40:/f/libx.so"), ("/a,b", "")],
+    [("", "/w'i/libwi4mpi.so:libmpi.so.40"), ("/f/libx.so", "/w'i/libwi4mpi.so:libmpi.so.40:/f/libx.so"), ("/a;b", "")],
 )
 def test_a_translator_module_loads_it_first_in_each_rank_alone(own, ranks, monkeypatch):
     """mpi-runtime/<translator>: its library, then the target MPI's by
@@ -564,16 +564,17 @@ def test_a_translator_module_loads_it_first_in_each_rank_alone(own, ranks, monke
             release="r1",
             shim_dir=Path("/x y"),
             preload="/w'i/libwi4mpi.so:libmpi.so.40",
+            task_prolog=Path("/x y/task-prolog"),
             library_path=["/w i/fake"],
         )
     )
     if not ranks:
-        assert "comma or semicolon" in module.values("LmodError")[0][0]
+        assert "holds a semicolon" in module.values("LmodError")[0][0]
         return
     assert not [path for name, path in module.values("prepend_path") if name == "LD_PRELOAD"]
     assert not module.values("LmodError")
     assert (translator.rank_env, "LD_PRELOAD=" + ranks) in module.values("pushenv")
-    assert ("SLURM_EXPORT_ENV", "ALL,LD_PRELOAD=" + ranks) in module.values("pushenv")
+    assert ("SLURM_TASK_PROLOG", "/x y/task-prolog") in module.values("pushenv")
     assert ("X", HOSTILE[3]) in module.values("pushenv") and ("PATH", "/x y/bin") in module.values("prepend_path")
     assert ("SLURM_MPI_TYPE", "pmix") in module.values("pushenv"), "the target MPI's own settings"
     assert ("mpi_runtime",) in module.values("family")
@@ -597,19 +598,84 @@ def test_a_runtime_over_a_hybrid_flavor_gives_each_rank_its_threads_cores(thread
             release="r1",
             shim_dir=Path("/x"),
             preload="/w/libwi4mpi.so",
+            task_prolog=Path("/x/task-prolog"),
             library_path=[],
         )
     )
     assert dict(module.values("pushenv"))["OMPI_MCA_rmaps_base_mapping_policy"] == mapping
 
 
-@pytest.mark.parametrize("prefix", ["/a,b", "/a;b", "/a b", "/a:b"])
+@pytest.mark.parametrize("flavors", ["", "/f/libx.so"])
+def test_srun_sets_a_translators_preload_in_each_rank_before_the_flavors(flavors, tmp_path):
+    """The task prolog prints the line Slurm sets in the task: the
+    translator's libraries, then the flavor's own preload where it has one."""
+    prolog = tmp_path / "task-prolog"
+    render.write(
+        publish.TEMPLATES, "task-prolog.sh.j2", prolog, mode=0o755, module="m", release="r", preload="/w'i/a.so:b.so"
+    )
+    env = {**commands.clean_env(), "LD_PRELOAD": flavors}
+    printed = subprocess.run([prolog], env=env, capture_output=True, text=True, check=True).stdout
+    assert printed == "export LD_PRELOAD=/w'i/a.so:b.so" + (f":{flavors}" if flavors else "") + "\n", printed
+
+
+@pytest.mark.parametrize("prefix", ["/a;b", "/a b", "/a:b", "/a\nb"])
 def test_a_translator_under_a_prefix_its_launchers_would_split_is_refused(prefix):
-    """srun's --export splits at commas, mca_base_env_list at semicolons,
-    LD_PRELOAD at spaces and colons: such a preload is refused at publish."""
+    """mca_base_env_list splits at semicolons, the task prolog's line at a
+    newline, LD_PRELOAD at spaces and colons: such a preload is refused at publish."""
     translator = next(r for r in stack.load().runtimes if r.translator)
     with pytest.raises(publish.PublishError, match="ONESTACK_PREFIX"):
         publish._rank_preload(translator, Path(prefix))
+
+
+def test_every_abi_family_names_the_library_its_builds_link():
+    """A runtime's mpirun refuses the builds of every ABI it does not serve,
+    known by the C library they link."""
+    schema = yaml.safe_load((paths.REPO / "schemas" / "components.schema.yaml").read_text())
+    families = schema["$defs"]["mpi"]["properties"]["abi"]["enum"]
+    assert sorted(abi.C_LIBRARIES) == sorted(families)
+
+
+def _linked_to(folder: Path, soname: str) -> Path:
+    """A program linked to a library of that soname (built here, empty)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "lib.c").write_text("int onestack_lib(void) { return 0; }\n")
+    (folder / "main.c").write_text("int onestack_lib(void);\nint main(void) { return onestack_lib(); }\n")
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", folder / soname, folder / "lib.c"], check=True
+    )
+    program = folder / "prog"
+    subprocess.run(["gcc", "-o", program, folder / "main.c", folder / soname, f"-Wl,-rpath,{folder}"], check=True)
+    return program
+
+
+@pytest.mark.parametrize(
+    "soname, refused", [("libmpi.so.12", "mpich"), ("libmpi.so.40", "openmpi"), ("libmpi_abi.so.1", "")]
+)
+def test_a_runtimes_mpirun_refuses_a_build_of_an_abi_it_does_not_serve(soname, refused, tmp_path):
+    """Under a runtime of the MPI-5 ABI alone, an MPICH build and an Open MPI
+    build are refused, by name, before the launcher starts; a standard-ABI
+    build starts."""
+    _fake_program(tmp_path / "bin", "fake-launcher")
+    shim = tmp_path / "mpirun"
+    render.write(
+        publish.TEMPLATES,
+        "mpirun-check.sh.j2",
+        shim,
+        mode=0o755,
+        module="mpi-runtime/x",
+        serves="mpi5",
+        foreign=abi.foreign_libraries(["mpi5"]),
+        release="r1",
+        launcher="fake-launcher",
+    )
+    program = _linked_to(tmp_path / "p", soname)
+    env = {**commands.clean_env(), "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    proc = subprocess.run([shim, "-n", "2", program], env=env, capture_output=True, text=True)
+    if refused:
+        assert proc.returncode == 1 and f"is a build of the {refused} ABI ({soname})" in proc.stderr, proc.stderr
+        assert "arg:" not in proc.stdout, "the launcher started"
+    else:
+        assert proc.returncode == 0 and f"arg:{program}" in proc.stdout, (proc.stdout, proc.stderr)
 
 
 def _fake_program(folder: Path, name: str, variable: str = "ONESTACK_TEST") -> None:

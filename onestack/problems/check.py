@@ -42,6 +42,26 @@ class Check:
         )
 
 
+class Absent:
+    """A line printed only when something is off: counted, none passes. Where
+    a comparison run after the program prints it, the comparison's own last
+    line (`complete`) must be there too: a comparison that never ran (a job
+    ended before it) lists nothing either."""
+
+    def __init__(self, name, count, complete=True):
+        self.name, self.count, self.complete = name, count, complete
+
+    @property
+    def passed(self):
+        return self.complete and self.count == 0
+
+    def __str__(self):
+        verdict = "ok" if self.passed else "FAILED"
+        if not self.complete:
+            return f"{self.name}: the comparison that would print it did not run to its end {verdict}"
+        return f"{self.name}: {self.count} (at most 0) {verdict}"
+
+
 class Directions:
     """Vectors a comparison lists, the reference's beside the run's (GROMACS's
     `gmx check` lists the forces beyond its tolerances): each pair must point
@@ -170,8 +190,8 @@ def compare(checks, output, reference=""):
             found.append(Directions(name, pairs, how["min_cosine"], complete, mismatches))
             continue
         if how.get("absent"):
-            # A line the program prints only when something is off: counted.
-            found.append(Check(name, 0, len(re.findall(how["pattern"], output, re.MULTILINE)), 0.0, bound=True))
+            complete = "complete" not in how or bool(re.search(how["complete"], output, re.MULTILINE))
+            found.append(Absent(name, len(re.findall(how["pattern"], output, re.MULTILINE)), complete))
             continue
         got = _values_or_nan(how["pattern"], output)
         value = got[-1] if got else float("nan")

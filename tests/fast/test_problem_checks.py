@@ -367,3 +367,23 @@ def test_an_images_checks_follow_the_flavors_version():
     problem = problems.of_flavor(stack.load().flavor("lmp/openblas-mpich-omp"), "spce")
     spec = ast.literal_eval(problem.checker_spec())
     assert not spec["checks"] and "2025" in spec["unchecked"]["total_energy"], spec["unchecked"]
+
+
+AFTER_A_COMPARISON = [
+    (app, case, name)
+    for app, case in CASES
+    for name, how in problems.load(app, benchmarks=True)[case]["checks"].items()
+    if how.get("absent") and "complete" in how
+]
+
+
+@pytest.mark.parametrize("app,case,name", AFTER_A_COMPARISON, ids=[f"{a}/{c}:{n}" for a, c, n in AFTER_A_COMPARISON])
+def test_a_line_a_comparison_would_print_fails_where_the_comparison_never_ended(app, case, name):
+    """A job ended before its `after` comparison lists nothing either: the
+    comparison's last line must be there, or the check fails, saying so."""
+    how = problems.load(app, benchmarks=True)[case]["checks"][name]
+    output = _recorded(app, case)[0]
+    assert check.compare({name: how}, output)[0].passed, f"{app}/{case}:{name} fails as recorded"
+    cut = re.sub(how["complete"], "", output, flags=re.MULTILINE)
+    verdict = check.compare({name: how}, cut)[0]
+    assert not verdict.passed and "did not run to its end" in str(verdict), str(verdict)

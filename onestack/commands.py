@@ -7,7 +7,7 @@ import os
 import signal
 import subprocess
 from pathlib import Path
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 
 def clean_env() -> dict:
@@ -15,13 +15,16 @@ def clean_env() -> dict:
     return {"HOME": os.environ.get("HOME", "/"), "PATH": "/usr/bin:/bin", "TERM": "dumb"}
 
 
-def run_whole(argv: List[str], timeout: float, **popen) -> Tuple[int, str, str]:
-    """Its exit code (-SIGKILL past the timeout), stdout and stderr, as text."""
+def run_whole(argv: List[str], timeout: float, input: Optional[str] = None, **popen) -> Tuple[int, str, str]:
+    """Its exit code (-SIGKILL past the timeout), stdout and stderr, as text;
+    input, if given, on its stdin."""
+    if input is not None:
+        popen["stdin"] = subprocess.PIPE
     with subprocess.Popen(
         argv, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, **popen
     ) as proc:
         try:
-            out, err = proc.communicate(timeout=timeout)
+            out, err = proc.communicate(input=input, timeout=timeout)
             return proc.returncode, out, err
         except subprocess.TimeoutExpired:
             _kill_session(proc.pid)

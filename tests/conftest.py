@@ -184,7 +184,9 @@ def run_as(user: str, env: dict = None):
         os.chmod(script, 0o755)
         # HOME: the caller's is not the other user's to write.
         clean = {**commands.clean_env(), "HOME": "/tmp", **(env or {})}
-        proc = subprocess.run(
+        # Killed whole past its time (commands.run_whole): runuser, the
+        # script and the ranks it started.
+        code, out, err = commands.run_whole(
             [
                 "runuser",
                 "-u",
@@ -198,11 +200,9 @@ def run_as(user: str, env: dict = None):
                 "--norc",
                 str(script),
             ],
-            capture_output=True,
-            text=True,
-            timeout=1800,
+            1800,
             cwd="/",
         )
-        return proc.returncode, proc.stdout + proc.stderr
+        return code, out + err
 
     return submit

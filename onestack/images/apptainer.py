@@ -28,13 +28,14 @@ import json
 import os
 import pwd
 import re
+import signal
 import stat
 import subprocess
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence
 
-from onestack import files, paths
+from onestack import commands, files, paths
 from onestack.images import ImageError
 
 PINS = paths.REPO / "setup" / "apptainer-pins.sh"
@@ -176,24 +177,24 @@ class Apptainer:
             shown = [f"(as {self.user})", *shown]
         if cwd is None and self.user is not None:
             cwd = Path("/")  # ours may be a folder the other user cannot enter
-        try:
-            proc = subprocess.run(
-                argv,
-                input=input,
-                text=True,
-                capture_output=True,
-                timeout=timeout,
-                cwd=cwd,
-                env={**os.environ, **self.env},
-                stdin=None if input is not None else subprocess.DEVNULL,
-            )
-        except subprocess.TimeoutExpired as err:
+        # Killed whole past its time: as another user, runuser's child and
+        # what it started (apptainer's starter, the container's processes).
+        code, out, err = commands.run_whole(
+            argv,
+            timeout,
+            input=input,
+            cwd=cwd,
+            env={**os.environ, **self.env},
+            **({} if input is not None else {"stdin": subprocess.DEVNULL}),
+        )
+        if code == -signal.SIGKILL:
             raise ApptainerError(
                 shown,
                 -1,
-                f"timed out after {timeout} s\n{err.stderr or ''}",
+                f"killed after {timeout} s, its time limit (or by the system)\n{err}",
                 fix or "find out what it waits for (a prompt? a network?)",
-            ) from err
+            )
+        proc = subprocess.CompletedProcess(argv, code, out, err)
         if proc.returncode != 0:
             raise ApptainerError(shown, proc.returncode, proc.stderr or proc.stdout, fix)
         return proc

@@ -21,6 +21,7 @@ import yaml
 from onestack import apt_sources, commands, data, host, paths, render, spack, stack
 from onestack.images import ImageError, base
 from onestack.images import flavor as images
+from onestack.images.apptainer import Apptainer, ApptainerError
 from onestack.modules import abi, dispatch, publish
 from onestack.problems import How, Problem, runner
 from onestack.spack import environment, scope, vendor
@@ -753,19 +754,37 @@ def test_a_run_past_its_time_is_killed_with_every_process_it_started(tmp_path, m
     )
     code, printed = runner._bash(script)
     assert code == -signal.SIGKILL and printed.startswith("killed after 1 s")
-    pid = int((tmp_path / "pid").read_text())
+    _assert_killed(int((tmp_path / "pid").read_text()))
+
+
+def _assert_killed(pid: int) -> None:
     status = Path(f"/proc/{pid}/status")
     # A SIGKILL takes effect when the process next runs: on a loaded machine
     # a moment after the kill returned. Five seconds at most.
     for _ in range(50):
         try:
             if "State:\tZ" in status.read_text():
-                break
+                return
         except FileNotFoundError:
-            break
+            return
         time.sleep(0.1)
-    else:
-        raise AssertionError(f"the run's child outlived the kill:\n{status.read_text()}")
+    raise AssertionError(f"the run's child outlived the kill:\n{status.read_text()}")
+
+
+def test_an_apptainer_command_past_its_time_is_killed_with_every_process_it_started(tmp_path):
+    """As for a run (runuser's child, apptainer's starter): none left
+    running, the error says it was killed; its input reached it."""
+    fake = tmp_path / "apptainer"
+    fake.write_text(
+        f"#!/bin/bash\ncat > {tmp_path}/input\n"
+        f"python3 -c 'import os, time; os.setpgid(0, 0); time.sleep(300)' >/dev/null 2>&1 &\n"
+        f"echo $! > {tmp_path}/pid\nwait\n"
+    )
+    fake.chmod(0o755)
+    with pytest.raises(ApptainerError, match="killed after 1 s"):
+        Apptainer(fake).run(["exec"], input="a key", timeout=1)
+    assert (tmp_path / "input").read_text() == "a key"
+    _assert_killed(int((tmp_path / "pid").read_text()))
 
 
 def test_vendor_environment_scripts_set_what_the_data_says(tmp_path):

@@ -7,6 +7,7 @@ module only writes what they need to find the stack and reads the verdict."""
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 from dataclasses import dataclass
@@ -91,10 +92,13 @@ def config(out: Path) -> Path:
 
 
 def _script(out: Path, check_id: str, check: dict, module: str, bin_dir: Path) -> Path:
-    shims = out / "shims"
     # One file per flavor, its version too where the module name has one
-    # (lmp/openblas-mpich/20210929.2): the check sees one module per flavor.
+    # (lmp/openblas-mpich/20210929.2), in a folder of this run's alone: a
+    # check runs every module of its upstream name it finds (EESSI's
+    # find_modules), which would include another run's flavors.
     flavor = module.split("/", 1)[1].replace("/", "-")
+    shims = out / "shims" / f"{check_id}-{flavor}"
+    shutil.rmtree(shims, ignore_errors=True)
     render.write(
         TEMPLATES,
         "shim.lua.j2",

@@ -770,13 +770,20 @@ def _flavor(file: Path, app: Application, kind: str, name: str, entry: dict, com
     )
 
 
+# Spack's spellings of a boolean variant turned off: ~openmp (also after
+# another variant, +mpi~openmp), ~~openmp (propagated), -openmp after a space,
+# openmp=false and openmp==false, in any case.
+WITHOUT_OPENMP = re.compile(r"(?:~~?|(?<![^\s])-)openmp(?![\w-])|(?<![\w-])openmp==?false\b", re.IGNORECASE)
+
+
 def _check_threads_built(file: Path, key: str, threads: str, variants: str) -> None:
-    """A hybrid flavor is built with its OpenMP code: built ~openmp, each
+    """A hybrid flavor is built with its OpenMP code: built without it, each
     rank would run one thread, whatever its module sets."""
-    if threads == "openmp" and "~openmp" in shlex.split(variants):
+    if threads == "openmp" and WITHOUT_OPENMP.search(variants):
         raise InputError(
             f"{data.location(file)}: {key}.threads: openmp, but its variants build it without OpenMP "
-            f"(~openmp, the application's `variants` where the flavor's do not replace it); add +openmp "
+            f"({WITHOUT_OPENMP.search(variants).group(0)}, the application's `variants` where the flavor's do not "
+            f"replace it); add +openmp "
             f"to {key}.variants, or make it threads: none"
         )
 

@@ -10,6 +10,7 @@ import yaml
 
 from onestack import ci, data, paths, problems, stack, validate
 from onestack.spack import scope
+from onestack.stack import flavors
 
 
 def test_every_schema_is_valid_and_titled():
@@ -172,3 +173,25 @@ def test_a_named_flavor_the_site_cannot_have_is_refused_with_its_reason():
     reason = stack.load().flavor("qe/mkl-impi-intel").unavailable[0]
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "the site cannot build qe/mkl-impi-intel" in proc.stderr and reason in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    "variants, without",
+    [
+        ("~openmp +kspace", True),
+        ("+mpi~openmp", True),
+        ("~~openmp", True),
+        ("+kspace -openmp", True),
+        ("openmp=false", True),
+        ("openmp==False", True),
+        ("+openmp +openmp-package", False),
+        ("+openmp ~openmp-package", False),
+        ("+intel-openmp", False),
+        ("openmp=true", False),
+        ("fft=fftw3 +openmp", False),
+    ],
+)
+def test_every_spelling_of_a_build_without_openmp_is_known(variants, without):
+    """A hybrid flavor built without OpenMP is refused (tests/bad-input/):
+    in each way Spack spells a boolean variant off, and only those."""
+    assert bool(flavors.WITHOUT_OPENMP.search(variants)) is without, variants

@@ -30,7 +30,8 @@ PUBLIC_KEY_FILE = "site-signing.asc"
 VARIABLES = ("ONESTACK_REGISTRY", "ONESTACK_REGISTRY_USER", "ONESTACK_REGISTRY_PASSWORD")
 # What may stand in an oras:// reference: no spaces, no shell, no scheme of its own.
 REFERENCE = re.compile(r"[A-Za-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)*")
-TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+# An OCI tag of 128 characters at most, the staging suffix included.
+TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,119}")
 
 
 def _settings(command: str) -> dict:
@@ -123,23 +124,46 @@ def push_all() -> List[str]:
         return _push_each(runner, images, settings, signer)
 
 
+# The tag every image goes under first. A registry cannot move several
+# repositories' tags at once: the uploads, long and what fails (a network, a
+# quota), go under this tag, and the users' tag changes only once every image
+# is in the registry, each by a push of what it already holds.
+STAGING_SUFFIX = "-staging"
+
+
 def _push_each(runner, images: List[Path], settings: dict, signer: str) -> List[str]:
-    """Each image under the tag in turn; a failure names those pushed before it."""
-    pushed = []
+    """Every image under the staging tag, then under the tag; a failure names
+    what it left as it was."""
+    staging = settings["tag"] + STAGING_SUFFIX
     for image in images:
-        reference = f"oras://{settings['registry']}/{image.stem}:{settings['tag']}"
+        reference = _reference(settings, image, staging)
         try:
             apptainer.push(runner, image, reference, signer)
         except ImageError as err:
             raise ImageError(
-                f"push-images: {reference} failed after {len(pushed)} of {len(images)} images: "
-                f"{', '.join(pushed) or 'none'} pushed. Until `make push-images` runs again (safe: "
-                f"each push replaces its image whole), tag {settings['tag']} mixes this run's images "
-                f"with earlier ones.\n{err}"
+                f"push-images: {reference} failed: tag {settings['tag']} is as it was, no image of it changed; "
+                f"`make push-images` again pushes them all.\n{err}"
+            ) from err
+        print(f"==> push-images: {reference} (staged)")
+    pushed = []
+    for image in images:
+        reference = _reference(settings, image, settings["tag"])
+        try:
+            apptainer.push(runner, image, reference, signer)
+        except ImageError as err:
+            raise ImageError(
+                f"push-images: {reference} failed after {len(pushed)} of {len(images)} images were tagged "
+                f"{settings['tag']}: {', '.join(pushed) or 'none'}. Until `make push-images` runs again (safe: "
+                f"each push replaces its image whole), tag {settings['tag']} mixes this run's images with "
+                f"earlier ones.\n{err}"
             ) from err
         print(f"==> push-images: {reference}")
         pushed.append(reference)
     return pushed
+
+
+def _reference(settings: dict, image: Path, tag: str) -> str:
+    return f"oras://{settings['registry']}/{image.stem}:{tag}"
 
 
 def buildcache_url(registry: str) -> str:

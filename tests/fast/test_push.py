@@ -79,3 +79,32 @@ def test_a_publish_into_another_sites_prefix_is_refused_and_changes_nothing(live
     with pytest.raises(publish.PublishError, match=r"(?s)site 'other-center'.*`prefix` in sites/default/site.yaml"):
         publish.publish(stack.load().select(["hpl/openblas-mpich"]))
     assert publish.current_release() == live and sorted(publish.releases_dir().iterdir()) == [live]
+
+
+@pytest.mark.parametrize("failing", [None, "b:latest-staging", "b:latest"])
+def test_every_image_is_staged_before_the_users_tag_changes(failing, tmp_path):
+    """The uploads go under the staging tag; the users' tag changes only once
+    all are in the registry: a failed upload leaves it as it was."""
+    images = [tmp_path / "a.sif", tmp_path / "b.sif"]
+    sent = []
+
+    def pushing(runner, image, reference, signer):
+        if reference.endswith(f"/{failing}"):
+            raise push.ImageError("the registry's quota")
+        sent.append(reference.rsplit("/", 1)[1])
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(push.apptainer, "push", pushing)
+        settings = {"registry": "registry.test/hpc", "tag": "latest"}
+        if failing is None:
+            push._push_each(None, images, settings, "F" * 40)
+        else:
+            with pytest.raises(push.ImageError) as raised:
+                push._push_each(None, images, settings, "F" * 40)
+    staged = ["a:latest-staging", "b:latest-staging"]
+    if failing is None:
+        assert sent == [*staged, "a:latest", "b:latest"], sent
+    elif failing.endswith("staging"):
+        assert sent == staged[:1] and "tag latest is as it was" in str(raised.value), (sent, raised.value)
+    else:
+        assert sent == [*staged, "a:latest"] and "mixes this run's images" in str(raised.value), sent

@@ -30,6 +30,11 @@ def run_whole(argv: List[str], timeout: float, input: Optional[str] = None, **po
             _kill_session(proc.pid)
             out, err = proc.communicate()
             return -signal.SIGKILL, out, err
+        except BaseException:
+            # Ctrl-C, SIGTERM: its own session no longer gets the terminal's
+            # signal, so it goes with the caller.
+            _kill_session(proc.pid)
+            raise
 
 
 def _kill_session(session: int) -> None:

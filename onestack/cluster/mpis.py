@@ -197,8 +197,9 @@ def openmpi6() -> Optional[Mpi]:
 def translated(name: str) -> Optional[Mpi]:
     """A translation layer (components.yaml `translators`) as a runtime: its
     target MPI started with the layer's settings, its libraries loaded first
-    in every process (as mpi-runtime/<name> sets them), where Spack has
-    installed it; None otherwise."""
+    in every process of the launcher's environment (mpi-runtime/<name> loads
+    them in the ranks alone: the same libraries in the processes measured),
+    where Spack has installed it; None otherwise."""
     runtime = next(r for r in stack.load().runtimes if r.name == name)
     installed = _installed_prefix(runtime.spec)
     if installed is None:

@@ -287,17 +287,10 @@ def _runtime_modules(release: Path, roots: Dict[str, dict]) -> List[str]:
             # ran instead of the flavor's.
             launcher = _target_launcher(runtime)
             _which(runtime.module_name, runtime.to, launcher)
-            _checked_launchers(release, runtime, shim, launcher)
             prefix = Path(root["prefix"])
             preload = _rank_preload(runtime, prefix)
-            _render(
-                "task-prolog.sh.j2",
-                shim / "task-prolog",
-                mode=0o755,
-                module=runtime.module_name,
-                release=release.name,
-                preload=preload,
-            )
+            _checked_launchers(release, runtime, shim, launcher, preload)
+            _render("task-prolog.sh.j2", shim / "task-prolog", mode=0o755, preload=preload)
             _render(
                 "mpi-translator.lua.j2",
                 module,
@@ -327,15 +320,15 @@ def _runtime_modules(release: Path, roots: Dict[str, dict]) -> List[str]:
 
 
 def _rank_preload(runtime, prefix: Path) -> str:
-    """A translator's LD_PRELOAD, as a value its launchers can carry: Open
-    MPI's mca_base_env_list splits at semicolons, srun's task prolog reads a
-    line, LD_PRELOAD itself splits at spaces and colons."""
+    """A translator's LD_PRELOAD, as a value its launchers can carry: srun's
+    task prolog reads a line, LD_PRELOAD itself splits at spaces and colons."""
     paths = runtime.preload_paths(prefix)
-    bad = [path for path in paths if any(c in path for c in "; :\n")]
+    bad = [path for path in paths if any(c in path for c in " :\n")]
     if bad:
         raise PublishError(
-            f"{runtime.module_name}: its preload {', '.join(bad)} holds a semicolon, space, colon or newline,"
-            " which its launchers read as separators: install it under a prefix without them (ONESTACK_PREFIX)"
+            f"{runtime.module_name}: its preload {', '.join(bad)} holds a space, colon or newline, which"
+            " LD_PRELOAD or srun's task prolog reads as a separator: install it under a prefix without them"
+            " (ONESTACK_PREFIX)"
         )
     return ":".join(paths)
 
@@ -369,9 +362,10 @@ def _runtimes(roots: Dict[str, dict]) -> list:
     return [runtime for runtime in stack.load().runtimes if runtime.spec in roots]
 
 
-def _checked_launchers(release: Path, runtime, shim: Path, launcher) -> None:
+def _checked_launchers(release: Path, runtime, shim: Path, launcher, preload: str = "") -> None:
     """mpirun and mpiexec of a runtime: its MPI's launcher, after checking
-    that the program's libraries resolve under it."""
+    that the program's libraries resolve under it; a translator's launcher
+    given its preload for the ranks."""
     for name in ("mpirun", "mpiexec"):
         _render(
             "mpirun-check.sh.j2",
@@ -380,6 +374,8 @@ def _checked_launchers(release: Path, runtime, shim: Path, launcher) -> None:
             module=runtime.module_name,
             serves=", ".join(runtime.serves),
             foreign=abi.foreign_libraries(runtime.serves),
+            preload=preload,
+            rank_env_option=runtime.rank_env_option,
             release=release.name,
             launcher=launcher,
         )

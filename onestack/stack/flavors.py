@@ -216,12 +216,12 @@ class Runtime:
     env: Tuple[Setting, ...]
     serves: Tuple[str, ...] = ()
     # A translation layer's (components.yaml `translators`): the MPI of mpis
-    # whose launcher starts its jobs, what each rank loads first and the
-    # variable of that launcher it goes through, and the folders of its own
-    # prefix first on LD_LIBRARY_PATH.
+    # whose launcher starts its jobs, what each rank loads first and that
+    # launcher's option it goes through, and the folders of its own prefix
+    # first on LD_LIBRARY_PATH.
     to: str = ""
     preload: Tuple[str, ...] = ()
-    rank_env: str = ""
+    rank_env_option: str = ""
     library_path: Tuple[str, ...] = ()
     # Built by `make test` too (components.yaml `ci_build`), else only where
     # `make stack` built it: its module is published where it is installed.
@@ -498,11 +498,11 @@ def _check_components(file: Path, components: dict, site: Site) -> None:
     check_choice(site.file, "fabric", site.fabric, fabrics, "fabric", f"fabrics of {data.location(file)}")
     for name, translator in components["translators"].items():
         check_choice(file, f"translators.{name}.to", translator["to"], components["mpis"], "MPI", "keys of mpis")
-        if "rank_env" not in components["mpis"][translator["to"]]:
+        if "rank_env_option" not in components["mpis"][translator["to"]]:
             raise InputError(
-                f"{data.location(file)}: translators.{name}.to: {translator['to']} has no rank_env, the variable"
-                f" its launcher sets in the ranks from, which the translator's preload goes through; add"
-                f" mpis.{translator['to']}.rank_env (Open MPI's: OMPI_MCA_mca_base_env_list)"
+                f"{data.location(file)}: translators.{name}.to: {translator['to']} has no rank_env_option, its"
+                f" launcher's option that sets a variable in the ranks, which the translator's preload goes"
+                f" through; add mpis.{translator['to']}.rank_env_option (Open MPI's mpirun: -x)"
             )
     for name in site.mpi_settings:
         check_choice(
@@ -770,19 +770,19 @@ def _flavor(file: Path, app: Application, kind: str, name: str, entry: dict, com
     )
 
 
-# Spack's spellings of a boolean variant turned off: ~openmp (also after
-# another variant, +mpi~openmp), ~~openmp (propagated), -openmp after a space,
-# openmp=false and openmp==false, in any case.
-WITHOUT_OPENMP = re.compile(r"(?:~~?|(?<![^\s])-)openmp(?![\w-])|(?<![\w-])openmp==?false\b", re.IGNORECASE)
+# Spack's spellings of a boolean variant turned off, as the variants' words
+# (_check_variants) may hold them: ~openmp, openmp=false, in any case.
+WITHOUT_OPENMP = re.compile(r"~openmp|openmp==?false", re.IGNORECASE)
 
 
 def _check_threads_built(file: Path, key: str, threads: str, variants: str) -> None:
     """A hybrid flavor is built with its OpenMP code: built without it, each
     rank would run one thread, whatever its module sets."""
-    if threads == "openmp" and WITHOUT_OPENMP.search(variants):
+    off = next((word for word in shlex.split(variants) if WITHOUT_OPENMP.fullmatch(word)), None)
+    if threads == "openmp" and off:
         raise InputError(
             f"{data.location(file)}: {key}.threads: openmp, but its variants build it without OpenMP "
-            f"({WITHOUT_OPENMP.search(variants).group(0)}, the application's `variants` where the flavor's do not "
+            f"({off}, the application's `variants` where the flavor's do not "
             f"replace it); add +openmp "
             f"to {key}.variants, or make it threads: none"
         )
@@ -1080,7 +1080,7 @@ def _translator(name: str, translator: dict, components: dict, site: Site) -> Ru
         tuple(translator["serves"]),
         to=translator["to"],
         preload=tuple(translator["preload"]),
-        rank_env=target["rank_env"],
+        rank_env_option=target["rank_env_option"],
         library_path=tuple(translator["library_path"]),
     )
 

@@ -266,11 +266,13 @@ class LuaModule:
     """A rendered module run by real Lua with Lmod's functions stubbed: what
     each call received, exactly."""
 
-    def __init__(self, text: str, asked: str = "", modes: tuple = ("load",)):
+    def __init__(self, text: str, asked: str = "", modes: tuple = ("load",), between=None):
         """asked: the name the user typed (Lmod's myModuleUsrName); by
         default the module's own name, from its whatis. modes: Lmod's mode()
-        of each run of the file within one command (one sandbox), in order;
-        the calls recorded are the last run's."""
+        of each run within one command (one sandbox), in order, of this file
+        or, given as (mode, text), of another module's; between() runs before
+        each run after the first (what Lmod changed meanwhile). The calls
+        recorded are the last run's."""
         self.calls = []
         lua = lupa.LuaRuntime(unpack_returned_tuples=True)
 
@@ -289,15 +291,20 @@ class LuaModule:
             "hide_version",
             "LmodError",
             "LmodMessage",
+            "load",
+            "unload",
         ):
             lua.globals()[name] = record(name)
         lua.globals()["myModuleUsrName"] = lambda: asked or self.values("whatis")[0][0].removeprefix("Name: ")
         lua.globals()["myModuleFullName"] = lua.globals()["myModuleUsrName"]
         lua.globals()["capture"] = lambda command: self.calls.append(("capture", command)) or ("", True)
-        for mode in modes:
+        for run, step in enumerate(modes):
+            mode, module = (step, text) if isinstance(step, str) else step
+            if run and between:
+                between()
             self.calls.clear()
             lua.globals()["mode"] = lambda mode=mode: mode
-            lua.execute(text)
+            lua.execute(module)
 
     def values(self, name: str) -> list:
         return [call[1:] for call in self.calls if call[0] == name]
@@ -531,54 +538,76 @@ def test_a_runtime_runs_over_one_flavor(monkeypatch):
     assert not LuaModule(text).values("LmodError")
 
 
-@pytest.mark.parametrize("modes, refused", [(("load",), True), (("unload", "load"), False)])
-def test_a_flavor_loads_again_under_its_runtime_within_one_command_only(modes, refused, tmp_path, monkeypatch):
-    """`module reload` unloads and loads the flavor, then the runtime, in one
-    command: allowed. Loaded again by a later command, the flavor would put
-    its mpirun and settings over the runtime's: refused."""
+def test_a_flavor_unloaded_under_a_runtime_takes_the_runtime_first(tmp_path, monkeypatch):
+    """Unloading pops each variable's top value, the runtime's: the runtime
+    is unloaded before the flavor's values are."""
+    monkeypatch.setenv("ONESTACK_MPI_RUNTIME", "impi")
+    module = LuaModule(_flavor_module(stack.load().flavor("qe/openblas-mpich"), "x", tmp_path), modes=("unload",))
+    assert module.calls.index(("unload", "mpi-runtime/impi")) < next(
+        i for i, call in enumerate(module.calls) if call[0] == "pushenv"
+    ), module.calls
+
+
+def test_a_flavor_loaded_again_within_one_command_loads_its_runtime_again(tmp_path, monkeypatch):
+    """`module reload`, `module load` of the loaded flavor, `module swap
+    <app>`: the flavor unloaded (its runtime with it), then loaded, in one
+    command, loads the runtime again after its own settings; a later
+    command's load under a runtime is refused."""
     monkeypatch.setenv("ONESTACK_MPI_RUNTIME", "impi")
     monkeypatch.setenv("ONESTACK_MPI_RUNTIME_SERVES", "mpich")
     text = _flavor_module(stack.load().flavor("qe/openblas-mpich"), "x", tmp_path)
-    errors = LuaModule(text, modes=modes).values("LmodError")
-    assert bool(errors) is refused and (not errors or "load the flavor first" in errors[0][0]), errors
+    errors = LuaModule(text).values("LmodError")
+    assert errors and "load the flavor first" in errors[0][0], errors
+    again = LuaModule(text, modes=("unload", "load"), between=lambda: monkeypatch.delenv("ONESTACK_MPI_RUNTIME"))
+    assert not again.values("LmodError") and again.calls[-1] == ("load", "mpi-runtime/impi"), again.calls[-3:]
 
 
-@pytest.mark.parametrize(
-    "own, ranks",
-    [("", "/w'i/libwi4mpi.so:libmpi.so.40"), ("/f/libx.so", "/w'i/libwi4mpi.so:libmpi.so.40:/f/libx.so"), ("/a;b", "")],
-)
-def test_a_translator_module_loads_it_first_in_each_rank_alone(own, ranks, monkeypatch):
-    """mpi-runtime/<translator>: its library, then the target MPI's by
-    soname, then the flavor's own preload, on the ranks' LD_PRELOAD through
-    each launcher (the target's mpirun, srun), never the shell's; its
-    settings and the target MPI's as Lua literals. A preload the launchers
-    would split: refused."""
-    monkeypatch.setenv("LD_PRELOAD", own)
-    translator = next(r for r in stack.load().runtimes if r.translator)
-    runtime = dataclasses.replace(translator, env=(*translator.env, Setting("X", HOSTILE[3], HOSTILE[1])))
-    module = LuaModule(
+def test_a_flavor_swapped_for_another_under_a_runtime_says_the_runtime_went(tmp_path, monkeypatch):
+    """`module swap` of two flavors: the runtime went with the first, and the
+    second, which runs on its own MPI, says so."""
+    monkeypatch.setenv("ONESTACK_MPI_RUNTIME", "impi")
+    first = _flavor_module(stack.load().flavor("qe/openblas-mpich"), "x", tmp_path / "a")
+    other = _flavor_module(stack.load().flavor("qe/openblas-impi"), "x", tmp_path / "b")
+    swapped = LuaModule(
+        first, modes=("unload", ("load", other)), between=lambda: monkeypatch.delenv("ONESTACK_MPI_RUNTIME")
+    )
+    said = " ".join(m for (m,) in swapped.values("LmodMessage"))
+    assert not swapped.values("load") and "mpi-runtime/impi, which ran qe/openblas-mpich/" in said, said
+
+
+def _translator_module(task_prolog: str = "/x y/task-prolog", runtime=None) -> LuaModule:
+    translator = runtime or next(r for r in stack.load().runtimes if r.translator)
+    return LuaModule(
         render.text(
             publish.TEMPLATES,
             "mpi-translator.lua.j2",
-            runtime=runtime,
+            runtime=translator,
             root={"name": "wi4mpi", "version": "3.6.4"},
             release="r1",
             shim_dir=Path("/x y"),
             preload="/w'i/libwi4mpi.so:libmpi.so.40",
-            task_prolog=Path("/x y/task-prolog"),
+            task_prolog=Path(task_prolog),
             library_path=["/w i/fake"],
         )
     )
-    if not ranks:
-        assert "holds a semicolon" in module.values("LmodError")[0][0]
-        return
-    assert not [path for name, path in module.values("prepend_path") if name == "LD_PRELOAD"]
-    assert not module.values("LmodError")
-    assert (translator.rank_env, "LD_PRELOAD=" + ranks) in module.values("pushenv")
-    assert ("SLURM_TASK_PROLOG", "/x y/task-prolog") in module.values("pushenv")
-    assert ("X", HOSTILE[3]) in module.values("pushenv") and ("PATH", "/x y/bin") in module.values("prepend_path")
-    assert ("SLURM_MPI_TYPE", "pmix") in module.values("pushenv"), "the target MPI's own settings"
-    assert ("mpi_runtime",) in module.values("family")
+
+
+@pytest.mark.parametrize("users", ["", "/home/u/my-prolog"])
+def test_a_translator_module_leaves_the_shells_preload_alone(users, monkeypatch):
+    """mpi-runtime/<translator>: nothing on the shell's LD_PRELOAD (its
+    mpirun and srun's task prolog set it in the ranks); a task prolog the
+    user had kept, for the module's to run first; its settings and the
+    target MPI's as Lua literals."""
+    monkeypatch.setenv("SLURM_TASK_PROLOG", users)
+    translator = next(r for r in stack.load().runtimes if r.translator)
+    hostile = dataclasses.replace(translator, env=(*translator.env, Setting("X", HOSTILE[3], HOSTILE[1])))
+    module = _translator_module(runtime=hostile)
+    assert not [call for call in module.calls if "LD_PRELOAD" in call[1:2]], module.calls
+    pushed = module.values("pushenv")
+    assert ("SLURM_TASK_PROLOG", "/x y/task-prolog") in pushed and ("ONESTACK_USER_TASK_PROLOG", users) in pushed
+    assert ("X", HOSTILE[3]) in pushed and ("PATH", "/x y/bin") in module.values("prepend_path")
+    assert ("SLURM_MPI_TYPE", "pmix") in pushed, "the target MPI's own settings"
+    assert ("mpi_runtime",) in module.values("family") and not module.values("LmodError")
 
 
 @pytest.mark.parametrize("threads, mapping", [("2", "slot:PE=2"), ("1", "core"), (None, "core"), ("2;x", "core")])
@@ -589,43 +618,59 @@ def test_a_runtime_over_a_hybrid_flavor_gives_each_rank_its_threads_cores(thread
     monkeypatch.delenv("ONESTACK_THREADS", raising=False)
     if threads:
         monkeypatch.setenv("ONESTACK_THREADS", threads)
-    translator = next(r for r in stack.load().runtimes if r.translator)
-    module = LuaModule(
-        render.text(
-            publish.TEMPLATES,
-            "mpi-translator.lua.j2",
-            runtime=translator,
-            root={"name": "wi4mpi", "version": "3.6.4"},
-            release="r1",
-            shim_dir=Path("/x"),
-            preload="/w/libwi4mpi.so",
-            task_prolog=Path("/x/task-prolog"),
-            library_path=[],
-        )
-    )
-    assert dict(module.values("pushenv"))["OMPI_MCA_rmaps_base_mapping_policy"] == mapping
+    assert dict(_translator_module().values("pushenv"))["OMPI_MCA_rmaps_base_mapping_policy"] == mapping
 
 
 @pytest.mark.parametrize("flavors", ["", "/f/libx.so"])
-def test_srun_sets_a_translators_preload_in_each_rank_before_the_flavors(flavors, tmp_path):
+@pytest.mark.parametrize("users", ["", "user"])
+def test_srun_sets_a_translators_preload_in_each_task_before_the_flavors(flavors, users, tmp_path):
     """The task prolog prints the line Slurm sets in the task: the
-    translator's libraries, then the flavor's own preload where it has one."""
+    translator's libraries, then the flavor's own preload where it has one;
+    after the lines of the user's own task prolog, where there was one."""
     prolog = tmp_path / "task-prolog"
-    render.write(
-        publish.TEMPLATES, "task-prolog.sh.j2", prolog, mode=0o755, module="m", release="r", preload="/w'i/a.so:b.so"
-    )
-    env = {**commands.clean_env(), "LD_PRELOAD": flavors}
+    render.write(publish.TEMPLATES, "task-prolog.sh.j2", prolog, mode=0o755, preload="/w'i/a.so:b.so")
+    theirs = tmp_path / "users-prolog"
+    theirs.write_text("#!/bin/sh\necho export FROM_USER=1\n")
+    theirs.chmod(0o755)
+    env = {**commands.clean_env(), "LD_PRELOAD": flavors, "ONESTACK_USER_TASK_PROLOG": str(theirs) if users else ""}
     printed = subprocess.run([prolog], env=env, capture_output=True, text=True, check=True).stdout
-    assert printed == "export LD_PRELOAD=/w'i/a.so:b.so" + (f":{flavors}" if flavors else "") + "\n", printed
+    ours = "export LD_PRELOAD=/w'i/a.so:b.so" + (f":{flavors}" if flavors else "") + "\n"
+    assert printed == ("export FROM_USER=1\n" if users else "") + ours, printed
 
 
-@pytest.mark.parametrize("prefix", ["/a;b", "/a b", "/a:b", "/a\nb"])
+@pytest.mark.parametrize("prefix", ["/a b", "/a:b", "/a\nb"])
 def test_a_translator_under_a_prefix_its_launchers_would_split_is_refused(prefix):
-    """mca_base_env_list splits at semicolons, the task prolog's line at a
-    newline, LD_PRELOAD at spaces and colons: such a preload is refused at publish."""
+    """LD_PRELOAD splits at spaces and colons, the task prolog's line at a
+    newline: such a preload is refused at publish."""
     translator = next(r for r in stack.load().runtimes if r.translator)
     with pytest.raises(publish.PublishError, match="ONESTACK_PREFIX"):
         publish._rank_preload(translator, Path(prefix))
+
+
+@pytest.mark.parametrize("flavors", ["", "/f/libx.so"])
+def test_a_translators_mpirun_preloads_it_in_the_ranks_alone(flavors, tmp_path):
+    """Through its launcher's option (Open MPI's -x), read when it starts:
+    the translator's libraries, then the shell's own preload."""
+    translator = next(r for r in stack.load().runtimes if r.translator)
+    _fake_program(tmp_path / "bin", "fake-launcher")
+    shim = tmp_path / "mpirun"
+    render.write(
+        publish.TEMPLATES,
+        "mpirun-check.sh.j2",
+        shim,
+        mode=0o755,
+        module=translator.module_name,
+        serves="mpich",
+        foreign=[],
+        release="r1",
+        launcher="fake-launcher",
+        preload="/w'i/a.so:b.so",
+        rank_env_option=translator.rank_env_option,
+    )
+    env = {**commands.clean_env(), "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "LD_PRELOAD": flavors}
+    printed = subprocess.run([shim, "-n", "2", "prog"], env=env, capture_output=True, text=True).stdout
+    preload = "/w'i/a.so:b.so" + (f":{flavors}" if flavors else "")
+    assert f"arg:-x\narg:LD_PRELOAD={preload}\narg:-n\narg:2\narg:prog\n" in printed, printed
 
 
 def test_every_abi_family_names_the_library_its_builds_link():
@@ -668,6 +713,8 @@ def test_a_runtimes_mpirun_refuses_a_build_of_an_abi_it_does_not_serve(soname, r
         foreign=abi.foreign_libraries(["mpi5"]),
         release="r1",
         launcher="fake-launcher",
+        preload="",
+        rank_env_option="",
     )
     program = _linked_to(tmp_path / "p", soname)
     env = {**commands.clean_env(), "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}

@@ -31,8 +31,9 @@ def run_whole(argv: List[str], timeout: float, input: Optional[str] = None, **po
             out, err = proc.communicate()
             return -signal.SIGKILL, out, err
         except BaseException:
-            # Ctrl-C, SIGTERM: its own session no longer gets the terminal's
-            # signal, so it goes with the caller.
+            # Ctrl-C (KeyboardInterrupt), or a signal a caller turned into an
+            # exception: in a session of its own, it no longer gets the
+            # terminal's signal, so it goes with the caller.
             _kill_session(proc.pid)
             raise
 

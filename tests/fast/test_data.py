@@ -3,6 +3,7 @@ schemas themselves, the catalog that maps files to them, the pipeline file
 against GitLab's, and the whole stack loaded for every site of sites/."""
 
 import subprocess
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -176,18 +177,23 @@ def test_a_named_flavor_the_site_cannot_have_is_refused_with_its_reason():
 
 
 @pytest.mark.parametrize(
-    "word, without",
+    "variants, without",
     [
-        ("~openmp", True),
+        ("+kspace ~openmp", True),
         ("openmp=false", True),
-        ("openmp==False", True),
+        ("fft=fftw3 openmp==False", True),
         ("+openmp", False),
-        ("~openmp-package", False),
+        ("~openmp-package +openmp", False),
         ("openmp=true", False),
-        ('cflags="-O2 -openmp"', False),
+        ('+openmp cflags="-O2 -openmp"', False),
     ],
 )
-def test_every_spelling_of_a_build_without_openmp_is_known(word, without):
+def test_every_spelling_of_a_build_without_openmp_is_known(variants, without):
     """A hybrid flavor built without OpenMP is refused (tests/bad-input/):
     in each way a variant word (_check_variants) spells it, and only those."""
-    assert bool(flavors.WITHOUT_OPENMP.fullmatch(word)) is without, word
+    where = Path("environments/lammps.yaml")
+    if without:
+        with pytest.raises(flavors.InputError, match="build it without OpenMP"):
+            flavors._check_threads_built(where, "flavors.x", "openmp", variants)
+    else:
+        flavors._check_threads_built(where, "flavors.x", "openmp", variants)

@@ -387,3 +387,19 @@ def test_a_line_a_comparison_would_print_fails_where_the_comparison_never_ended(
     cut = re.sub(how["complete"], "", output, flags=re.MULTILINE)
     verdict = check.compare({name: how}, cut)[0]
     assert not verdict.passed and "did not run to its end" in str(verdict), str(verdict)
+
+
+@pytest.mark.parametrize("case", ["nbnxn_pme", "nbnxn_rf"])
+def test_gromacs_energies_pass_with_the_runs_frames_left_over_never_the_references(case):
+    """gmxtest.pl counts no error where the run's energy file holds more
+    frames than the reference's; a run's file that ends first (a run cut
+    short) is no comparison to its end."""
+    how = problems.load("gromacs", True)[case]["checks"]["energies"]
+    output = _recorded("gromacs", case)[0]
+    assert "Files read successfully" in output
+
+    def verdict(last_line):
+        return check.compare({"energies": how}, output.replace("Files read successfully", last_line))[0]
+
+    assert verdict("End of file on reference_s.edr but not on ener.edr").passed
+    assert not verdict("End of file on ener.edr but not on reference_s.edr").passed

@@ -540,39 +540,18 @@ def test_a_runtime_runs_over_one_flavor(monkeypatch):
 
 def test_a_flavor_unloaded_under_a_runtime_takes_the_runtime_first(tmp_path, monkeypatch):
     """Unloading pops each variable's top value, the runtime's: the runtime
-    is unloaded before the flavor's values are."""
-    monkeypatch.setenv("ONESTACK_MPI_RUNTIME", "impi")
-    module = LuaModule(_flavor_module(stack.load().flavor("qe/openblas-mpich"), "x", tmp_path), modes=("unload",))
-    assert module.calls.index(("unload", "mpi-runtime/impi")) < next(
-        i for i, call in enumerate(module.calls) if call[0] == "pushenv"
-    ), module.calls
-
-
-def test_a_flavor_loaded_again_within_one_command_loads_its_runtime_again(tmp_path, monkeypatch):
-    """`module reload`, `module load` of the loaded flavor, `module swap
-    <app>`: the flavor unloaded (its runtime with it), then loaded, in one
-    command, loads the runtime again after its own settings; a later
-    command's load under a runtime is refused."""
+    is unloaded before the flavor's values are, and the unload says so; a
+    later load under a runtime is refused."""
     monkeypatch.setenv("ONESTACK_MPI_RUNTIME", "impi")
     monkeypatch.setenv("ONESTACK_MPI_RUNTIME_SERVES", "mpich")
     text = _flavor_module(stack.load().flavor("qe/openblas-mpich"), "x", tmp_path)
+    module = LuaModule(text, modes=("unload",))
+    first_pop = next(i for i, call in enumerate(module.calls) if call[0] == "pushenv")
+    assert module.calls.index(("unload", "mpi-runtime/impi")) < first_pop, module.calls
+    said = " ".join(m for (m,) in module.values("LmodMessage"))
+    assert "mpi-runtime/impi is unloaded with qe/openblas-mpich" in said, said
     errors = LuaModule(text).values("LmodError")
     assert errors and "load the flavor first" in errors[0][0], errors
-    again = LuaModule(text, modes=("unload", "load"), between=lambda: monkeypatch.delenv("ONESTACK_MPI_RUNTIME"))
-    assert not again.values("LmodError") and again.calls[-1] == ("load", "mpi-runtime/impi"), again.calls[-3:]
-
-
-def test_a_flavor_swapped_for_another_under_a_runtime_says_the_runtime_went(tmp_path, monkeypatch):
-    """`module swap` of two flavors: the runtime went with the first, and the
-    second, which runs on its own MPI, says so."""
-    monkeypatch.setenv("ONESTACK_MPI_RUNTIME", "impi")
-    first = _flavor_module(stack.load().flavor("qe/openblas-mpich"), "x", tmp_path / "a")
-    other = _flavor_module(stack.load().flavor("qe/openblas-impi"), "x", tmp_path / "b")
-    swapped = LuaModule(
-        first, modes=("unload", ("load", other)), between=lambda: monkeypatch.delenv("ONESTACK_MPI_RUNTIME")
-    )
-    said = " ".join(m for (m,) in swapped.values("LmodMessage"))
-    assert not swapped.values("load") and "mpi-runtime/impi, which ran qe/openblas-mpich/" in said, said
 
 
 def _translator_module(task_prolog: str = "/x y/task-prolog", runtime=None) -> LuaModule:

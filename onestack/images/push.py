@@ -134,36 +134,37 @@ STAGING_SUFFIX = "-staging"
 def _push_each(runner, images: List[Path], settings: dict, signer: str) -> List[str]:
     """Every image under the staging tag, then under the tag; a failure names
     what it left as it was."""
-    staging = settings["tag"] + STAGING_SUFFIX
-    for image in images:
-        reference = _reference(settings, image, staging)
-        try:
-            apptainer.push(runner, image, reference, signer)
-        except ImageError as err:
-            raise ImageError(
-                f"push-images: {reference} failed: tag {settings['tag']} is as it was, no image of it changed; "
-                f"`make push-images` again pushes them all.\n{err}"
-            ) from err
-        print(f"==> push-images: {reference} (staged)")
+    tag = settings["tag"]
+
+    def staging_failed(reference: str, pushed: List[str]) -> str:
+        return (
+            f"{reference} failed: tag {tag} is as it was, no image of it changed; `make push-images` pushes all again"
+        )
+
+    def tagging_failed(reference: str, pushed: List[str]) -> str:
+        return (
+            f"{reference} failed after {len(pushed)} of {len(images)} images were tagged {tag}: "
+            f"{', '.join(pushed) or 'none'}. Until `make push-images` runs again (safe: each push replaces its "
+            f"image whole), tag {tag} mixes this run's images with earlier ones"
+        )
+
+    _push_under(runner, images, f"oras://{settings['registry']}", tag + STAGING_SUFFIX, signer, staging_failed)
+    return _push_under(runner, images, f"oras://{settings['registry']}", tag, signer, tagging_failed)
+
+
+def _push_under(runner, images: List[Path], where: str, tag: str, signer: str, failed) -> List[str]:
+    """Each image under the tag in turn; failed(reference, pushed so far) says
+    what a failure leaves."""
     pushed = []
     for image in images:
-        reference = _reference(settings, image, settings["tag"])
+        reference = f"{where}/{image.stem}:{tag}"
         try:
             apptainer.push(runner, image, reference, signer)
         except ImageError as err:
-            raise ImageError(
-                f"push-images: {reference} failed after {len(pushed)} of {len(images)} images were tagged "
-                f"{settings['tag']}: {', '.join(pushed) or 'none'}. Until `make push-images` runs again (safe: "
-                f"each push replaces its image whole), tag {settings['tag']} mixes this run's images with "
-                f"earlier ones.\n{err}"
-            ) from err
+            raise ImageError(f"push-images: {failed(reference, pushed)}.\n{err}") from err
         print(f"==> push-images: {reference}")
         pushed.append(reference)
     return pushed
-
-
-def _reference(settings: dict, image: Path, tag: str) -> str:
-    return f"oras://{settings['registry']}/{image.stem}:{tag}"
 
 
 def buildcache_url(registry: str) -> str:

@@ -631,25 +631,29 @@ def test_a_translators_mpirun_preloads_it_in_the_ranks_alone(flavors, tmp_path):
     """Through its launcher's option (Open MPI's -x), read when it starts:
     the translator's libraries, then the shell's own preload."""
     translator = next(r for r in stack.load().runtimes if r.translator)
-    _fake_program(tmp_path / "bin", "fake-launcher")
-    shim = tmp_path / "mpirun"
-    render.write(
-        publish.TEMPLATES,
-        "mpirun-check.sh.j2",
-        shim,
-        mode=0o755,
-        module=translator.module_name,
-        serves="mpich",
-        foreign=[],
-        release="r1",
-        launcher="fake-launcher",
-        preload="/w'i/a.so:b.so",
-        rank_env_option=translator.rank_env_option,
-    )
+    shim = _mpirun_shim(tmp_path, ["mpich"], preload="/w'i/a.so:b.so", rank_env_option=translator.rank_env_option)
     env = {**commands.clean_env(), "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "LD_PRELOAD": flavors}
     printed = subprocess.run([shim, "-n", "2", "prog"], env=env, capture_output=True, text=True).stdout
     preload = "/w'i/a.so:b.so" + (f":{flavors}" if flavors else "")
     assert f"arg:-x\narg:LD_PRELOAD={preload}\narg:-n\narg:2\narg:prog\n" in printed, printed
+
+
+def _mpirun_shim(tmp_path: Path, serves: list, preload: str = "", rank_env_option: str = "") -> Path:
+    """A runtime's mpirun that starts fake-launcher (tmp_path/bin), which prints its arguments."""
+    _fake_program(tmp_path / "bin", "fake-launcher")
+    return render.write(
+        publish.TEMPLATES,
+        "mpirun-check.sh.j2",
+        tmp_path / "mpirun",
+        mode=0o755,
+        module="mpi-runtime/x",
+        serves=", ".join(serves),
+        foreign=abi.foreign_libraries(serves),
+        release="r1",
+        launcher="fake-launcher",
+        preload=preload,
+        rank_env_option=rank_env_option,
+    )
 
 
 def test_every_abi_family_names_the_library_its_builds_link():
@@ -680,21 +684,7 @@ def test_a_runtimes_mpirun_refuses_a_build_of_an_abi_it_does_not_serve(soname, r
     """Under a runtime of the MPI-5 ABI alone, an MPICH build and an Open MPI
     build are refused, by name, before the launcher starts; a standard-ABI
     build starts."""
-    _fake_program(tmp_path / "bin", "fake-launcher")
-    shim = tmp_path / "mpirun"
-    render.write(
-        publish.TEMPLATES,
-        "mpirun-check.sh.j2",
-        shim,
-        mode=0o755,
-        module="mpi-runtime/x",
-        serves="mpi5",
-        foreign=abi.foreign_libraries(["mpi5"]),
-        release="r1",
-        launcher="fake-launcher",
-        preload="",
-        rank_env_option="",
-    )
+    shim = _mpirun_shim(tmp_path, ["mpi5"])
     program = _linked_to(tmp_path / "p", soname)
     env = {**commands.clean_env(), "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
     proc = subprocess.run([shim, "-n", "2", program], env=env, capture_output=True, text=True)

@@ -636,6 +636,10 @@ def test_a_translators_mpirun_preloads_it_in_the_ranks_alone(flavors, tmp_path):
     printed = subprocess.run([shim, "-n", "2", "prog"], env=env, capture_output=True, text=True).stdout
     preload = "/w'i/a.so:b.so" + (f":{flavors}" if flavors else "")
     assert f"arg:-x\narg:LD_PRELOAD={preload}\narg:-n\narg:2\narg:prog\n" in printed, printed
+    # One of the user's would replace it in the ranks: refused.
+    theirs = subprocess.run([shim, "-x", "LD_PRELOAD=/u.so", "prog"], env=env, capture_output=True, text=True)
+    assert theirs.returncode == 1 and "would replace the translator's libraries" in theirs.stderr, theirs.stderr
+    assert "arg:" not in theirs.stdout
 
 
 def _mpirun_shim(tmp_path: Path, serves: list, preload: str = "", rank_env_option: str = "") -> Path:

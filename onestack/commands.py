@@ -3,11 +3,13 @@
 its session (a launcher and its ranks, make and its compilers, qemu), not
 the first process alone, which would leave the others running."""
 
+import contextlib
 import os
 import signal
 import subprocess
+import threading
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 
 def clean_env() -> dict:
@@ -20,9 +22,12 @@ def run_whole(argv: List[str], timeout: float, input: Optional[str] = None, **po
     input, if given, on its stdin."""
     if input is not None:
         popen["stdin"] = subprocess.PIPE
-    with subprocess.Popen(
-        argv, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, **popen
-    ) as proc:
+    with (
+        stopped_as_exit(),
+        subprocess.Popen(
+            argv, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, **popen
+        ) as proc,
+    ):
         try:
             out, err = proc.communicate(input=input, timeout=timeout)
             return proc.returncode, out, err
@@ -31,9 +36,9 @@ def run_whole(argv: List[str], timeout: float, input: Optional[str] = None, **po
             out, err = proc.communicate()
             return -signal.SIGKILL, out, err
         except BaseException:
-            # Ctrl-C (KeyboardInterrupt), or a signal a caller turned into an
-            # exception: in a session of its own, it no longer gets the
-            # terminal's signal, so it goes with the caller.
+            # Ctrl-C, SIGTERM, SIGHUP (stopped_as_exit): in a session of its
+            # own, it no longer gets the signals its caller's group gets, so
+            # it goes with the caller.
             _kill_session(proc.pid)
             raise
 
@@ -50,3 +55,41 @@ def _kill_session(session: int) -> None:
                 os.kill(int(stat.parent.name), signal.SIGKILL)
         except (OSError, IndexError, ValueError):
             continue  # gone meanwhile
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised as an interrupt: pytest ends the run on it
+    (running its fixtures' teardown), where a SystemExit inside a test would
+    fail that test alone and go on; `python -m onestack.cluster` exits with
+    128 + the signal, as the signal itself would have it."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"stopped by signal {signum}")
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def stopped_as_exit() -> Iterator[None]:
+    """SIGTERM and SIGHUP (a cancelled CI job, `timeout`, a closed terminal)
+    end Python without running its `except` and `finally` blocks: within
+    this block they raise Stopped instead, so that what was made is removed
+    (a cluster) or ended (a command in a session of its own); a second one
+    is ignored, not to stop that removal half-way."""
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield
+        return
+
+    def stop(signum, frame):
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+        raise Stopped(signum)
+
+    before = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)

@@ -20,12 +20,11 @@ import contextlib
 import functools
 import os
 import shutil
-import signal
-import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
 
+from onestack import commands
 from onestack.cluster import network, processes, slurm, state
 from onestack.cluster.config import ClusterError, Config
 from onestack.cluster.network import Counters
@@ -213,50 +212,13 @@ def up(config: Config) -> Cluster:
     network.check_subnet_free(config)
     _fresh_workdir(config)
     state.start(config.workdir, config.prefix)
-    with _stopped_as_exit():
+    with commands.stopped_as_exit():
         try:
             _make(config)
         except BaseException:
             down(config)
             raise
     return Cluster(config)
-
-
-class Stopped(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, raised as an interrupt: pytest ends the run on it
-    (running its fixtures' teardown), where a SystemExit inside a test would
-    fail that test alone and go on; `python -m onestack.cluster` exits with
-    128 + the signal, as the signal itself would have it."""
-
-    def __init__(self, signum: int):
-        super().__init__(f"stopped by signal {signum}")
-        self.signum = signum
-
-
-@contextlib.contextmanager
-def _stopped_as_exit() -> Iterator[None]:
-    """SIGTERM and SIGHUP (a cancelled CI job, `timeout`, a closed terminal)
-    end Python without running its `except` and `finally` blocks: within
-    this block they raise Stopped instead, so that what was made is
-    removed; a second one is ignored, not to stop that removal half-way."""
-    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
-        yield
-        return
-
-    def stop(signum, frame):
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, signal.SIG_IGN)
-        raise Stopped(signum)
-
-    before = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
-
-
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 def _make(config: Config) -> None:
@@ -351,7 +313,7 @@ def attach(config: Config) -> Cluster:
 def running(config: Config) -> Iterator[Cluster]:
     """The cluster for the duration of a `with` block (a test module): down
     afterwards, whatever happened inside, a SIGTERM too."""
-    with _stopped_as_exit():
+    with commands.stopped_as_exit():
         started = up(config)
         try:
             yield started

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from onestack import cluster, paths
+from onestack import cluster, commands, paths
 from onestack.cluster import config, imb
 from onestack.cluster.config import ClusterError
 from onestack.errors import OnestackError
@@ -78,7 +78,7 @@ def main(argv=None) -> int:
     except OnestackError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    except cluster.Stopped as stopped:
+    except commands.Stopped as stopped:
         print(f"error: {stopped}: what was made is removed", file=sys.stderr)
         return 128 + stopped.signum
     finally:

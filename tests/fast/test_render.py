@@ -777,6 +777,19 @@ def test_a_run_past_its_time_is_killed_with_every_process_it_started(tmp_path, m
     _assert_killed(int((tmp_path / "pid").read_text()))
 
 
+def test_a_command_is_ended_with_every_process_it_started_when_we_are_stopped(tmp_path):
+    """A SIGTERM (a cancelled CI job) ends Python without its except blocks,
+    and a command in a session of its own does not get its caller's group's
+    signal: run_whole turns it into Stopped and ends the command's session."""
+    script = (
+        "python3 -c 'import os, time; os.setpgid(0, 0); time.sleep(300)' >/dev/null 2>&1 &\n"
+        f"echo $! > {tmp_path}/pid\nkill -TERM $PPID\nwait\n"
+    )
+    with pytest.raises(commands.Stopped):
+        commands.run_whole(["bash", "-c", script], 60)
+    _assert_killed(int((tmp_path / "pid").read_text()))
+
+
 def _assert_killed(pid: int) -> None:
     status = Path(f"/proc/{pid}/status")
     # A SIGKILL takes effect when the process next runs: on a loaded machine

@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from onestack import ci, community, data, files, host, paths, problems, report, spack, stack, status, validate
+from onestack import ci, commands, community, data, files, host, paths, problems, report, spack, stack, status, validate
 from onestack.cluster import imb
 from onestack.errors import OnestackError
 from onestack.images import apptainer, keys, push
@@ -539,4 +539,8 @@ def main(argv=None) -> int:
     except OnestackError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+    except commands.Stopped as stopped:
+        # A command it ran (commands.run_whole) is ended with it.
+        print(f"error: {stopped}", file=sys.stderr)
+        return 128 + stopped.signum
     return 0

@@ -74,22 +74,27 @@ def stopped_as_exit() -> Iterator[None]:
     end Python without running its `except` and `finally` blocks: within
     this block they raise Stopped instead, so that what was made is removed
     (a cluster) or ended (a command in a session of its own); a second one
-    is ignored, not to stop that removal half-way."""
-    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+    is ignored, not to stop that removal half-way. A signal ignored already
+    (nohup's SIGHUP) stays ignored; within an outer such block, the outer's
+    handler stays, which leaves the signals ignored until its end."""
+    before = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    armed = [s for s, handler in before.items() if handler not in (signal.SIG_IGN, None, _stop)]
+    if not armed or threading.current_thread() is not threading.main_thread():  # signals reach it only
         yield
         return
-
-    def stop(signum, frame):
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, signal.SIG_IGN)
-        raise Stopped(signum)
-
-    before = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    for sig in armed:
+        signal.signal(sig, _stop)
     try:
         yield
     finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
+        for sig in armed:
+            signal.signal(sig, before[sig])
+
+
+def _stop(signum, frame):
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    raise Stopped(signum)
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)

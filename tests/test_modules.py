@@ -294,7 +294,18 @@ def test_a_flavor_unloaded_under_a_runtime_takes_it_along_and_says_so(again, ini
         'echo "@@"; module -t list 2>&1; echo "==$(command -v mpirun)=="',
     )
     printed = " ".join((said.stdout + said.stderr).split())
-    assert said.returncode == 0 and "mpi-runtime/impi is unloaded with" in printed, (again, said.stdout, said.stderr)
+    assert said.returncode == 0 and "mpi-runtime/impi, which ran" in printed, (again, said.stdout, said.stderr)
     listed = said.stdout.split("@@")[1].split("==")[0]
     assert module in listed and "mpi-runtime" not in listed, (again, listed)
     assert "/mvapich2-" in said.stdout.split("==")[1], (again, module, said.stdout)
+
+
+def test_module_refresh_keeps_a_flavor_under_its_runtime(init_script, published_flavors):
+    """`module refresh` (which sites run in subshells) runs the loaded
+    modules again in load mode: the flavor under its runtime is no load
+    after a runtime, and the runtime's mpirun stays first."""
+    module = published_of(published_flavors, "hpl", "mvapich2")
+    said = lmod.clean_shell(
+        init_script, f'module load {module} mpi-runtime/impi\nmodule refresh\necho "==$(command -v mpirun)=="'
+    )
+    assert said.returncode == 0 and "/mpi-runtime/impi/bin/mpirun==" in said.stdout, (module, said.stdout, said.stderr)

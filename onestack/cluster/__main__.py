@@ -79,7 +79,7 @@ def main(argv=None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 1
     except commands.Stopped as stopped:
-        print(f"error: {stopped}: what was made is removed", file=sys.stderr)
+        print(f"error: {stopped}: what it made or started is removed", file=sys.stderr)
         return 128 + stopped.signum
     finally:
         paths.give_back_cache()  # `sudo make cluster`: the cache stays its user's

@@ -266,13 +266,14 @@ class LuaModule:
     """A rendered module run by real Lua with Lmod's functions stubbed: what
     each call received, exactly."""
 
-    def __init__(self, text: str, asked: str = "", modes: tuple = ("load",), between=None):
+    def __init__(self, text: str, asked: str = "", modes: tuple = ("load",), between=None, loaded: bool = False):
         """asked: the name the user typed (Lmod's myModuleUsrName); by
         default the module's own name, from its whatis. modes: Lmod's mode()
         of each run within one command (one sandbox), in order, of this file
         or, given as (mode, text), of another module's; between() runs before
-        each run after the first (what Lmod changed meanwhile). The calls
-        recorded are the last run's."""
+        each run after the first (what Lmod changed meanwhile). loaded: the
+        module is loaded already (`module refresh`), else it is being loaded
+        (pending). The calls recorded are the last run's."""
         self.calls = []
         lua = lupa.LuaRuntime(unpack_returned_tuples=True)
 
@@ -298,6 +299,8 @@ class LuaModule:
         lua.globals()["myModuleUsrName"] = lambda: asked or self.values("whatis")[0][0].removeprefix("Name: ")
         lua.globals()["myModuleFullName"] = lua.globals()["myModuleUsrName"]
         lua.globals()["capture"] = lambda command: self.calls.append(("capture", command)) or ("", True)
+        lua.globals()["isloaded"] = lambda name: True
+        lua.globals()["isPending"] = lambda name: not loaded
         for run, step in enumerate(modes):
             mode, module = (step, text) if isinstance(step, str) else step
             if run and between:
@@ -549,9 +552,11 @@ def test_a_flavor_unloaded_under_a_runtime_takes_the_runtime_first(tmp_path, mon
     first_pop = next(i for i, call in enumerate(module.calls) if call[0] == "pushenv")
     assert module.calls.index(("unload", "mpi-runtime/impi")) < first_pop, module.calls
     said = " ".join(m for (m,) in module.values("LmodMessage"))
-    assert "mpi-runtime/impi is unloaded with qe/openblas-mpich" in said, said
+    assert "mpi-runtime/impi, which ran qe/openblas-mpich" in said and "is unloaded with it" in said, said
     errors = LuaModule(text).values("LmodError")
     assert errors and "load the flavor first" in errors[0][0], errors
+    # `module refresh` runs a loaded flavor again in load mode, under its runtime: no refusal.
+    assert not LuaModule(text, loaded=True).values("LmodError")
 
 
 def _translator_module(task_prolog: str = "/x y/task-prolog", runtime=None) -> LuaModule:
@@ -640,6 +645,11 @@ def test_a_translators_mpirun_preloads_it_in_the_ranks_alone(flavors, tmp_path):
     theirs = subprocess.run([shim, "-x", "LD_PRELOAD=/u.so", "prog"], env=env, capture_output=True, text=True)
     assert theirs.returncode == 1 and "would replace the translator's libraries" in theirs.stderr, theirs.stderr
     assert "arg:" not in theirs.stdout
+    # The program's own -x is its own.
+    programs = subprocess.run(
+        [shim, "-n", "2", "fake-launcher", "-x", "LD_PRELOAD=/u.so"], env=env, capture_output=True
+    )
+    assert programs.returncode == 0, programs.stderr
 
 
 def _mpirun_shim(tmp_path: Path, serves: list, preload: str = "", rank_env_option: str = "") -> Path:
@@ -788,6 +798,31 @@ def test_a_command_is_ended_with_every_process_it_started_when_we_are_stopped(tm
     with pytest.raises(commands.Stopped):
         commands.run_whole(["bash", "-c", script], 60)
     _assert_killed(int((tmp_path / "pid").read_text()))
+
+
+def test_a_stop_within_an_outer_stop_block_leaves_the_signals_ignored_to_its_end():
+    """The cluster's removal after a SIGTERM that reached a command within it
+    (run_whole inside cluster.running) is not cut short by a second one; and
+    a signal ignored before (nohup's SIGHUP) stays ignored."""
+    before = {sig: signal.getsignal(sig) for sig in commands.STOP_SIGNALS}
+    try:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        with pytest.raises(commands.Stopped):
+            with commands.stopped_as_exit():
+                with commands.stopped_as_exit():
+                    assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    time.sleep(5)
+                assert False, "not stopped"
+        with commands.stopped_as_exit():
+            with pytest.raises(commands.Stopped):
+                with commands.stopped_as_exit():
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    time.sleep(5)
+            assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN, "re-armed within the outer block"
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 def _assert_killed(pid: int) -> None:

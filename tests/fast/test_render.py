@@ -529,6 +529,8 @@ def test_default_and_runtime_modules_are_lua_literals():
     assert not module.values("LmodError")
     # `module load mpi-runtime`, the bare name: refused, naming the runtimes.
     assert "name the runtime" in LuaModule(text, asked="mpi-runtime").values("LmodError")[0][0]
+    # `module refresh` runs the loaded runtime again in load mode, as its short name: no refusal.
+    assert not LuaModule(text, asked="mpi-runtime", loaded=True).values("LmodError")
 
 
 def test_a_runtime_runs_over_one_flavor(monkeypatch):

@@ -266,14 +266,11 @@ class LuaModule:
     """A rendered module run by real Lua with Lmod's functions stubbed: what
     each call received, exactly."""
 
-    def __init__(self, text: str, asked: str = "", modes: tuple = ("load",), between=None, loaded: bool = False):
+    def __init__(self, text: str, asked: str = "", mode: str = "load", loaded: bool = False):
         """asked: the name the user typed (Lmod's myModuleUsrName); by
-        default the module's own name, from its whatis. modes: Lmod's mode()
-        of each run within one command (one sandbox), in order, of this file
-        or, given as (mode, text), of another module's; between() runs before
-        each run after the first (what Lmod changed meanwhile). loaded: the
-        module is loaded already (`module refresh`), else it is being loaded
-        (pending). The calls recorded are the last run's."""
+        default the module's own name, from its whatis. mode: Lmod's mode().
+        loaded: the module is loaded already (`module refresh`), else it is
+        being loaded (pending)."""
         self.calls = []
         lua = lupa.LuaRuntime(unpack_returned_tuples=True)
 
@@ -292,7 +289,6 @@ class LuaModule:
             "hide_version",
             "LmodError",
             "LmodMessage",
-            "load",
             "unload",
         ):
             lua.globals()[name] = record(name)
@@ -301,13 +297,8 @@ class LuaModule:
         lua.globals()["capture"] = lambda command: self.calls.append(("capture", command)) or ("", True)
         lua.globals()["isloaded"] = lambda name: True
         lua.globals()["isPending"] = lambda name: not loaded
-        for run, step in enumerate(modes):
-            mode, module = (step, text) if isinstance(step, str) else step
-            if run and between:
-                between()
-            self.calls.clear()
-            lua.globals()["mode"] = lambda mode=mode: mode
-            lua.execute(module)
+        lua.globals()["mode"] = lambda: mode
+        lua.execute(text)
 
     def values(self, name: str) -> list:
         return [call[1:] for call in self.calls if call[0] == name]
@@ -550,7 +541,7 @@ def test_a_flavor_unloaded_under_a_runtime_takes_the_runtime_first(tmp_path, mon
     monkeypatch.setenv("ONESTACK_MPI_RUNTIME", "impi")
     monkeypatch.setenv("ONESTACK_MPI_RUNTIME_SERVES", "mpich")
     text = _flavor_module(stack.load().flavor("qe/openblas-mpich"), "x", tmp_path)
-    module = LuaModule(text, modes=("unload",))
+    module = LuaModule(text, mode="unload")
     first_pop = next(i for i, call in enumerate(module.calls) if call[0] == "pushenv")
     assert module.calls.index(("unload", "mpi-runtime/impi")) < first_pop, module.calls
     said = " ".join(m for (m,) in module.values("LmodMessage"))

@@ -22,25 +22,52 @@ def run_whole(argv: List[str], timeout: float, input: Optional[str] = None, **po
     input, if given, on its stdin."""
     if input is not None:
         popen["stdin"] = subprocess.PIPE
-    with (
-        stopped_as_exit(),
-        subprocess.Popen(
+    with stopped_as_exit(), _Starting() as starting:
+        proc = subprocess.Popen(
             argv, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, **popen
-        ) as proc,
-    ):
-        try:
-            out, err = proc.communicate(input=input, timeout=timeout)
-            return proc.returncode, out, err
-        except subprocess.TimeoutExpired:
-            _kill_session(proc.pid)
-            out, err = proc.communicate()
-            return -signal.SIGKILL, out, err
-        except BaseException:
-            # Ctrl-C, SIGTERM, SIGHUP (stopped_as_exit): in a session of its
-            # own, it no longer gets the signals its caller's group gets, so
-            # it goes with the caller.
-            _kill_session(proc.pid)
-            raise
+        )
+        with proc:
+            try:
+                starting.end()
+                out, err = proc.communicate(input=input, timeout=timeout)
+                return proc.returncode, out, err
+            except subprocess.TimeoutExpired:
+                _kill_session(proc.pid)
+                out, err = proc.communicate()
+                return -signal.SIGKILL, out, err
+            except BaseException:
+                # Ctrl-C, SIGTERM, SIGHUP (stopped_as_exit): in a session of
+                # its own, it no longer gets the signals its caller's group
+                # gets, so it goes with the caller.
+                _kill_session(proc.pid)
+                raise
+
+
+class _Starting:
+    """A stop signal held while a command starts: raised inside Popen (after
+    its fork, before it returns) or before the `try` that ends the command's
+    session, it would leave that session running, its pid unknown. It is
+    raised at end(), inside that `try`, or at the block's end if Popen failed.
+    Signals reach the main thread only: elsewhere nothing is held."""
+
+    current: Optional["_Starting"] = None
+
+    def __init__(self):
+        self.signum: Optional[int] = None
+
+    def __enter__(self) -> "_Starting":
+        if threading.current_thread() is threading.main_thread():
+            _Starting.current = self
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.end()
+
+    def end(self) -> None:
+        if _Starting.current is self:
+            _Starting.current = None
+            if self.signum is not None:
+                raise Stopped(self.signum)
 
 
 def _kill_session(session: int) -> None:
@@ -94,6 +121,9 @@ def stopped_as_exit() -> Iterator[None]:
 def _stop(signum, frame):
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
+    if _Starting.current is not None:
+        _Starting.current.signum = signum
+        return
     raise Stopped(signum)
 
 

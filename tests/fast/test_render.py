@@ -4,6 +4,7 @@ the escaping of the language it lands in: a quote, a newline, `]]` and
 `$(...)` render as text (executed by Lua and bash here, with stubs), or the
 schema refuses them (tests/bad-input/)."""
 
+import contextlib
 import dataclasses
 import hashlib
 import os
@@ -791,6 +792,30 @@ def test_a_command_is_ended_with_every_process_it_started_when_we_are_stopped(tm
     with pytest.raises(commands.Stopped):
         commands.run_whole(["bash", "-c", script], 60)
     _assert_killed(int((tmp_path / "pid").read_text()))
+
+
+def test_a_command_is_ended_when_we_are_stopped_while_it_starts(monkeypatch):
+    """A SIGTERM inside Popen (after its fork, before it returns: the command
+    runs, its pid unknown to the caller) is held until the command's session
+    can be ended, then raised. A loaded CI machine met it."""
+    started = []
+
+    def popen_then_stopped(*args, **kwargs):
+        proc = real_popen(*args, **kwargs)
+        started.append(proc.pid)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.5)  # the handler runs in here
+        return proc
+
+    real_popen = subprocess.Popen
+    monkeypatch.setattr(subprocess, "Popen", popen_then_stopped)
+    try:
+        with pytest.raises(commands.Stopped):
+            commands.run_whole(["sleep", "300"], 60)
+        _assert_killed(started[0])
+    finally:
+        with contextlib.suppress(ProcessLookupError, IndexError):
+            os.kill(started[0], signal.SIGKILL)
 
 
 def test_a_stop_within_an_outer_stop_block_leaves_the_signals_ignored_to_its_end():

@@ -290,7 +290,7 @@ def _runtime_modules(release: Path, roots: Dict[str, dict]) -> List[str]:
             prefix = Path(root["prefix"])
             preload = _rank_preload(runtime, prefix)
             _checked_launchers(release, runtime, shim, launcher, preload)
-            _render("task-prolog.sh.j2", shim / "task-prolog", mode=0o755, preload=preload)
+            _task_prolog(release, runtime, shim, preload)
             _render(
                 "mpi-translator.lua.j2",
                 module,
@@ -317,6 +317,20 @@ def _runtime_modules(release: Path, roots: Dict[str, dict]) -> List[str]:
             container_binds=_container_binds(lib, shim / "lib"),
         )
     return [runtime.module_name for runtime in _runtimes(roots)]
+
+
+def _task_prolog(release: Path, runtime, shim: Path, preload: str) -> None:
+    """A translator's task prolog, which srun runs in each task it starts,
+    and its srun, which keeps it the step's one (a user's runs first)."""
+    _render("task-prolog.sh.j2", shim / "task-prolog", mode=0o755, preload=preload)
+    _render(
+        "srun-prolog.sh.j2",
+        shim / "bin" / "srun",
+        mode=0o755,
+        module=runtime.module_name,
+        release=release.name,
+        task_prolog=shim / "task-prolog",
+    )
 
 
 def _rank_preload(runtime, prefix: Path) -> str:

@@ -197,6 +197,27 @@ def test_the_translator_across_two_nodes(launcher, virtual_cluster, init_script,
     _run(virtual_cluster, problems.across_nodes_problem("qe"), how, tmp_path, init_script)
 
 
+def test_the_translator_under_srun_given_a_task_prolog_of_the_users(
+    virtual_cluster, init_script, published_flavors, tmp_path
+):
+    """Slurm runs one task prolog a step: `srun --task-prolog` of the user's
+    would replace the translator's, and the ranks start without it. The
+    translator's srun has its own run the user's first, in each task."""
+    module = published_of(published_flavors, "qe", "mpich")
+    prolog = tmp_path / "users-prolog"
+    prolog.write_text('#!/bin/sh\necho "print the user\'s task prolog ran in task $SLURM_PROCID"\n')
+    prolog.chmod(0o755)
+    how = problems.How(
+        modules=(module, translator_runtime().module_name),
+        env=UNBOUND,
+        launcher=("srun", f"--task-prolog={prolog}"),
+        report_hosts=True,
+    )
+    outcome = _run(virtual_cluster, problems.across_nodes_problem("qe"), how, tmp_path, init_script)
+    for task in range(problems.across_nodes_problem("qe")["ranks"]):
+        assert f"the user's task prolog ran in task {task}" in outcome.printed, outcome.printed[-2000:]
+
+
 def test_srun_without_the_modules_pmi_starts_singletons(virtual_cluster, init_script, published_flavors, tmp_path):
     """The module's SLURM_MPI_TYPE is what makes srun's ranks one MPI job:
     the ranks check catches the one-rank jobs srun starts without it."""

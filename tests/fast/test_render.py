@@ -616,6 +616,52 @@ def test_srun_sets_a_translators_preload_in_each_task_before_the_flavors(flavors
     assert printed == ("export FROM_USER=1\n" if users else "") + ours, printed
 
 
+@pytest.mark.parametrize(
+    "shell, options, theirs",
+    [
+        ({}, (), ""),
+        ({"ONESTACK_USER_TASK_PROLOG": "/u/before"}, (), "/u/before"),
+        ({}, ("--task-prolog=/u/p",), "/u/p"),
+        ({}, ("--task-prolog", "./p"), "{cwd}/./p"),
+        ({}, ("--task-prolog", "on-path"), "{slurm}/on-path"),
+        ({"SLURM_TASK_PROLOG": "/u/after"}, (), "/u/after"),
+        ({"SLURM_TASK_PROLOG": "/u/after"}, ("--task-prolog=/u/p",), "/u/p"),
+    ],
+)
+def test_a_translators_srun_keeps_its_task_prolog_and_runs_the_users_first(shell, options, theirs, tmp_path):
+    """Slurm runs one task prolog a step: a user's, given to srun or set
+    after the module, would replace the one that loads the translator. The
+    translator's srun hands it to that one (which runs it first) and starts
+    Slurm's srun, the next on PATH, with every other argument unchanged."""
+    own = tmp_path / "task-prolog"
+    render.write(
+        publish.TEMPLATES,
+        "srun-prolog.sh.j2",
+        tmp_path / "bin" / "srun",
+        mode=0o755,
+        module="mpi-runtime/x",
+        release="r1",
+        task_prolog=own,
+    )
+    slurm = tmp_path / "slurm"
+    slurm.mkdir()
+    (slurm / "srun").write_text(
+        '#!/bin/bash\nprintf "arg:%s\\n" "$@"\n'
+        'printf "prolog:%s\\nusers:%s\\n" "$SLURM_TASK_PROLOG" "$ONESTACK_USER_TASK_PROLOG"\n'
+    )
+    for name in ("srun", "prog", "on-path"):
+        (slurm / name).touch()
+        (slurm / name).chmod(0o755)
+    # As the module leaves the shell: its task prolog set, the user's from before kept.
+    env = {**commands.clean_env(), "PATH": f"{tmp_path / 'bin'}:{slurm}:/usr/bin:/bin", "SLURM_TASK_PROLOG": str(own)}
+    env.update(shell)
+    argv = [tmp_path / "bin" / "srun", *options, "-n", "2", "prog", "--task-prolog=/its/own"]
+    printed = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    args = "".join(f"arg:{arg}\n" for arg in ("-n", "2", "prog", "--task-prolog=/its/own"))
+    users = theirs.format(cwd=tmp_path, slurm=slurm)
+    assert printed == f"{args}prolog:{own}\nusers:{users}\n", printed
+
+
 @pytest.mark.parametrize("prefix", ["/a b", "/a:b", "/a\nb"])
 def test_a_translator_under_a_prefix_its_launchers_would_split_is_refused(prefix):
     """LD_PRELOAD splits at spaces and colons, the task prolog's line at a

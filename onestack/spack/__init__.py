@@ -1,5 +1,6 @@
 """Running the pinned Spack on the site's environment (its state folder, onestack/stack/site.py)."""
 
+import contextlib
 import hashlib
 import json
 import subprocess
@@ -36,8 +37,9 @@ def command(*args: str) -> List[str]:
 def _digest(files, text: str = "") -> str:
     digest = hashlib.sha256()
     for file in files:
-        if file.is_file():
-            digest.update(file.read_bytes())
+        with contextlib.suppress(FileNotFoundError):  # gone between the two
+            if file.is_file():
+                digest.update(file.read_bytes())
     digest.update(text.encode())
     return digest.hexdigest()[:16]
 
@@ -46,7 +48,9 @@ def _recipe_files() -> List[Path]:
     return [
         paths.REPO / "spack.yaml",
         paths.REPO / "setup" / "spack-pins.sh",  # Spack's and its builtin recipes' commits
-        *sorted(f for f in (paths.REPO / "packages").rglob("*") if f.is_file()),
+        # Not the bytecode Python writes beside a recipe when Spack imports it
+        # (where PYTHONDONTWRITEBYTECODE is unset): a solve's own inputs.
+        *sorted(f for f in (paths.REPO / "packages").rglob("*") if f.is_file() and "__pycache__" not in f.parts),
         site_scope() / "packages.yaml",
     ]
 

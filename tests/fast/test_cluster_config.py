@@ -7,6 +7,14 @@ import pytest
 from onestack import cluster
 
 
+@pytest.fixture(autouse=True)
+def short_cluster_folder(monkeypatch):
+    """A cluster's folder is under ONESTACK_CACHE unless set, which a CI
+    runner's long HOME can make too long for Slurm's sockets: the tests not
+    about that length name a short one."""
+    monkeypatch.setenv("ONESTACK_CLUSTER_DIR", "/tmp/oc")
+
+
 @pytest.mark.parametrize(
     "text,error",
     [

@@ -471,4 +471,6 @@ def test_the_report_finds_the_build_the_dispatcher_runs_and_times_its_start(tmp_
     assert start_cost.same_build(one.bin, str(tmp_path)) is None
     cost = start_cost.measure(one.bin, starts=40)
     assert cost["starts"] == 40 and cost["low_ms"] <= cost["ms"] <= cost["high_ms"], cost
-    assert -5 < cost["ms"] < 50, f"an exec of a static program: milliseconds, not {cost['ms']} ms"
+    # Milliseconds, not seconds, either way: one start stalled by a loaded
+    # machine moves the mean of 40 pairs by milliseconds.
+    assert abs(cost["ms"]) < 50, f"an exec of a static program: milliseconds, not {cost['ms']} ms"

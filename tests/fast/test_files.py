@@ -72,7 +72,8 @@ def test_a_prefix_for_a_group_is_searchable_by_that_group_only(tmp_path):
     prefix other users cannot search: no warning for that; one where the
     group cannot either."""
     folder = tmp_path / "prefix"
-    folder.mkdir(mode=0o750)
+    folder.mkdir()
+    folder.chmod(0o750)  # whatever the umask
     group = grp.getgrgid(folder.stat().st_gid).gr_name
     assert cli._searchable(folder, {"read": "group", "group": group})
     assert not cli._searchable(folder, {"read": "world"})

@@ -61,14 +61,16 @@ def repo_files() -> Tuple[str, ...]:
     new and not ignored); a walk of the tree where git is missing."""
     try:
         listed = subprocess.run(
-            ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+            # Also in a checkout another user owns (a CI container's): git
+            # refuses to read such a one without being told it is safe.
+            ["git", "-c", "safe.directory=*", "ls-files", "--cached", "--others", "--exclude-standard"],
             cwd=REPO,
             capture_output=True,
             text=True,
             check=True,
         ).stdout.splitlines()
     except (OSError, subprocess.CalledProcessError):
-        ignored = {".git", ".generated", ".spack-env", "__pycache__"}
+        ignored = {".git", ".generated", ".spack-env", "__pycache__", ".pytest_cache", ".ruff_cache"}
         listed = [
             p.relative_to(REPO).as_posix()
             for p in REPO.rglob("*")

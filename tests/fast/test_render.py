@@ -223,6 +223,22 @@ def test_site_recipes_are_solved_afresh_not_reused(tmp_path):
     assert {"lammps", "onestack-dispatch", "onestack-mkl-cpu-path", "gromacs-regressiontests"} <= set(excluded)
 
 
+def test_the_bytecode_spack_writes_beside_a_recipe_asks_for_no_new_solve(tmp_path, monkeypatch):
+    """Spack imports the site recipes, and Python writes their bytecode
+    beside them (unless PYTHONDONTWRITEBYTECODE): not an input of a solve.
+    The recipes and their patches are."""
+    recipe = tmp_path / "packages" / "spack_repo" / "onestack" / "packages" / "x" / "package.py"
+    recipe.parent.mkdir(parents=True)
+    recipe.write_text("class X: pass\n")
+    (recipe.parent / "fix.patch").write_text("")
+    monkeypatch.setattr(paths, "REPO", tmp_path)
+    monkeypatch.setattr(spack, "site_scope", lambda: tmp_path / "scope")
+    before = spack._recipe_files()
+    (recipe.parent / "__pycache__").mkdir()
+    (recipe.parent / "__pycache__" / "package.cpython-311.pyc").write_bytes(b"\0")
+    assert spack._recipe_files() == before and {recipe, recipe.parent / "fix.patch"} <= set(before)
+
+
 def test_two_sites_and_two_prefixes_keep_state_folders_of_their_own(tmp_path, monkeypatch):
     """Two sites build from one checkout and one cache: each its own Spack
     environment (spack.yaml, and the lock Spack writes beside it) and its own
@@ -812,10 +828,14 @@ def test_an_emulated_run_hands_glibc_its_tunables(tmp_path):
     assert f"env:{runner.EMULATED_GLIBC_TUNABLES}\n" in printed, printed
 
 
+# Time for bash to start its child and say its pid, on a loaded CI machine.
+KILL_AFTER_S = 3
+
+
 def test_a_run_past_its_time_is_killed_with_every_process_it_started(tmp_path, monkeypatch):
     """The launcher and its ranks (here a sleep the script started, in a
     process group of its own), not the shell alone: none is left running."""
-    monkeypatch.setattr(runner, "TIMEOUT_S", 1)
+    monkeypatch.setattr(runner, "TIMEOUT_S", KILL_AFTER_S)
     script = tmp_path / "run.sh"
     # In a process group of its own, as Open MPI's launchers put their ranks.
     script.write_text(
@@ -823,10 +843,23 @@ def test_a_run_past_its_time_is_killed_with_every_process_it_started(tmp_path, m
         f"echo $! > {tmp_path}/pid\nwait\n"
     )
     code, printed = runner._bash(script)
-    assert code == -signal.SIGKILL and printed.startswith("killed after 1 s")
+    assert code == -signal.SIGKILL and printed.startswith(f"killed after {KILL_AFTER_S} s")
     _assert_killed(int((tmp_path / "pid").read_text()))
 
 
+@pytest.fixture
+def stop_signals_at_their_defaults():
+    """SIGTERM and SIGHUP as a shell without nohup or a trap leaves them: a
+    runner that ignores them would leave stopped_as_exit nothing to arm."""
+    before = {sig: signal.getsignal(sig) for sig in commands.STOP_SIGNALS}
+    for sig in before:
+        signal.signal(sig, signal.SIG_DFL)
+    yield
+    for sig, handler in before.items():
+        signal.signal(sig, handler)
+
+
+@pytest.mark.usefixtures("stop_signals_at_their_defaults")
 def test_a_command_is_ended_with_every_process_it_started_when_we_are_stopped(tmp_path):
     """A SIGTERM (a cancelled CI job) ends Python without its except blocks,
     and a command in a session of its own does not get its caller's group's
@@ -840,6 +873,7 @@ def test_a_command_is_ended_with_every_process_it_started_when_we_are_stopped(tm
     _assert_killed(int((tmp_path / "pid").read_text()))
 
 
+@pytest.mark.usefixtures("stop_signals_at_their_defaults")
 def test_a_command_is_ended_when_we_are_stopped_while_it_starts(monkeypatch):
     """A SIGTERM inside Popen (after its fork, before it returns: the command
     runs, its pid unknown to the caller) is held until the command's session
@@ -864,29 +898,25 @@ def test_a_command_is_ended_when_we_are_stopped_while_it_starts(monkeypatch):
             os.kill(started[0], signal.SIGKILL)
 
 
+@pytest.mark.usefixtures("stop_signals_at_their_defaults")
 def test_a_stop_within_an_outer_stop_block_leaves_the_signals_ignored_to_its_end():
     """The cluster's removal after a SIGTERM that reached a command within it
     (run_whole inside cluster.running) is not cut short by a second one; and
     a signal ignored before (nohup's SIGHUP) stays ignored."""
-    before = {sig: signal.getsignal(sig) for sig in commands.STOP_SIGNALS}
-    try:
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    with pytest.raises(commands.Stopped):
+        with commands.stopped_as_exit():
+            with commands.stopped_as_exit():
+                assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)
+            assert False, "not stopped"
+    with commands.stopped_as_exit():
         with pytest.raises(commands.Stopped):
             with commands.stopped_as_exit():
-                with commands.stopped_as_exit():
-                    assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
-                    os.kill(os.getpid(), signal.SIGTERM)
-                    time.sleep(5)
-                assert False, "not stopped"
-        with commands.stopped_as_exit():
-            with pytest.raises(commands.Stopped):
-                with commands.stopped_as_exit():
-                    os.kill(os.getpid(), signal.SIGTERM)
-                    time.sleep(5)
-            assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN, "re-armed within the outer block"
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN, "re-armed within the outer block"
 
 
 def _assert_killed(pid: int) -> None:
@@ -913,8 +943,8 @@ def test_an_apptainer_command_past_its_time_is_killed_with_every_process_it_star
         f"echo $! > {tmp_path}/pid\nwait\n"
     )
     fake.chmod(0o755)
-    with pytest.raises(ApptainerError, match="killed after 1 s"):
-        Apptainer(fake).run(["exec"], input="a key", timeout=1)
+    with pytest.raises(ApptainerError, match=f"killed after {KILL_AFTER_S} s"):
+        Apptainer(fake).run(["exec"], input="a key", timeout=KILL_AFTER_S)
     assert (tmp_path / "input").read_text() == "a key"
     _assert_killed(int((tmp_path / "pid").read_text()))
 

@@ -22,13 +22,13 @@ def run_whole(argv: List[str], timeout: float, input: Optional[str] = None, **po
     input, if given, on its stdin."""
     if input is not None:
         popen["stdin"] = subprocess.PIPE
-    with stopped_as_exit(), _Starting() as starting:
+    with stopped_as_exit(), _Held() as starting:
         proc = subprocess.Popen(
             argv, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, **popen
         )
         with proc:
             try:
-                starting.end()
+                starting.release()
                 out, err = proc.communicate(input=input, timeout=timeout)
                 return proc.returncode, out, err
             except subprocess.TimeoutExpired:
@@ -43,31 +43,45 @@ def run_whole(argv: List[str], timeout: float, input: Optional[str] = None, **po
                 raise
 
 
-class _Starting:
-    """A stop signal held while a command starts: raised inside Popen (after
-    its fork, before it returns) or before the `try` that ends the command's
-    session, it would leave that session running, its pid unknown. It is
-    raised at end(), inside that `try`, or at the block's end if Popen failed.
-    Signals reach the main thread only: elsewhere nothing is held."""
+class _Held:
+    """Ctrl-C and the stop signals held while a command's session is not, or
+    only half, in hand: raised inside Popen (after its fork, before it
+    returns) or before the `try` that ends the session, one would leave the
+    session running, its pid unknown; raised inside _kill_session, it would
+    leave the processes not killed yet. It is raised at release(), or at the
+    block's end. Signals reach the main thread only: elsewhere nothing is
+    held."""
 
-    current: Optional["_Starting"] = None
+    current: Optional["_Held"] = None
 
     def __init__(self):
         self.signum: Optional[int] = None
+        self.outer: Optional["_Held"] = None
+        self.interrupt = None  # SIGINT's handler before, where this block replaced it
 
-    def __enter__(self) -> "_Starting":
+    def __enter__(self) -> "_Held":
         if threading.current_thread() is threading.main_thread():
-            _Starting.current = self
+            self.outer, _Held.current = _Held.current, self
+            if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+                self.interrupt = signal.signal(signal.SIGINT, self.hold)
         return self
 
     def __exit__(self, *exc) -> None:
-        self.end()
+        self.release()
 
-    def end(self) -> None:
-        if _Starting.current is self:
-            _Starting.current = None
-            if self.signum is not None:
-                raise Stopped(self.signum)
+    def hold(self, signum, frame) -> None:
+        self.signum = self.signum or signum
+
+    def release(self) -> None:
+        if _Held.current is not self:
+            return
+        _Held.current = self.outer
+        if self.interrupt is not None:
+            signal.signal(signal.SIGINT, self.interrupt)
+        if self.signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        if self.signum is not None:
+            raise Stopped(self.signum)
 
 
 def _kill_session(session: int) -> None:
@@ -75,13 +89,14 @@ def _kill_session(session: int) -> None:
     Open MPI's launchers put each rank in a group of its own (setpgid), which
     killpg misses, and a rank left holding the output's pipe would keep the
     caller waiting for its end."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            # After "(command)": state, parent, group, session.
-            if int(stat.read_text().rsplit(")", 1)[1].split()[3]) == session:
-                os.kill(int(stat.parent.name), signal.SIGKILL)
-        except (OSError, IndexError, ValueError):
-            continue  # gone meanwhile
+    with _Held():
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                # After "(command)": state, parent, group, session.
+                if int(stat.read_text().rsplit(")", 1)[1].split()[3]) == session:
+                    os.kill(int(stat.parent.name), signal.SIGKILL)
+            except (OSError, IndexError, ValueError):
+                continue  # gone meanwhile
 
 
 class Stopped(KeyboardInterrupt):
@@ -121,8 +136,8 @@ def stopped_as_exit() -> Iterator[None]:
 def _stop(signum, frame):
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
-    if _Starting.current is not None:
-        _Starting.current.signum = signum
+    if _Held.current is not None:
+        _Held.current.hold(signum, frame)
         return
     raise Stopped(signum)
 

@@ -598,7 +598,7 @@ def test_a_translator_module_leaves_the_shells_preload_alone(users, monkeypatch)
     module = _translator_module(runtime=hostile)
     assert not [call for call in module.calls if "LD_PRELOAD" in call[1:2]], module.calls
     pushed = module.values("pushenv")
-    assert ("SLURM_TASK_PROLOG", "/x y/task-prolog") in pushed and ("ONESTACK_USER_TASK_PROLOG", users) in pushed
+    assert ("SLURM_TASK_PROLOG", "/x y/task-prolog") in pushed and ("SLURM_ONESTACK_USER_TASK_PROLOG", users) in pushed
     assert ("X", HOSTILE[3]) in pushed and ("PATH", "/x y/bin") in module.values("prepend_path")
     assert ("SLURM_MPI_TYPE", "pmix") in pushed, "the target MPI's own settings"
     assert ("mpi_runtime",) in module.values("family") and not module.values("LmodError")
@@ -626,31 +626,45 @@ def test_srun_sets_a_translators_preload_in_each_task_before_the_flavors(flavors
     theirs = tmp_path / "users-prolog"
     theirs.write_text("#!/bin/sh\necho export FROM_USER=1\n")
     theirs.chmod(0o755)
-    env = {**commands.clean_env(), "LD_PRELOAD": flavors, "ONESTACK_USER_TASK_PROLOG": str(theirs) if users else ""}
+    env = {
+        **commands.clean_env(),
+        "LD_PRELOAD": flavors,
+        "SLURM_ONESTACK_USER_TASK_PROLOG": str(theirs) if users else "",
+    }
     printed = subprocess.run([prolog], env=env, capture_output=True, text=True, check=True).stdout
     ours = "export LD_PRELOAD=/w'i/a.so:b.so" + (f":{flavors}" if flavors else "") + "\n"
     assert printed == ("export FROM_USER=1\n" if users else "") + ours, printed
 
 
+RUN = ("-n", "2", "prog", "--task-prolog=/its/own")
+
+
 @pytest.mark.parametrize(
-    "shell, options, theirs",
+    "shell, words, passed, theirs",
     [
-        ({}, (), ""),
-        ({"ONESTACK_USER_TASK_PROLOG": "/u/before"}, (), "/u/before"),
-        ({}, ("--task-prolog=/u/p",), "/u/p"),
-        ({}, ("--task-prolog", "./p"), "{cwd}/./p"),
-        ({}, ("--task-prolog", "on-path"), "{slurm}/on-path"),
-        ({"SLURM_TASK_PROLOG": "/u/after"}, (), "/u/after"),
-        ({"SLURM_TASK_PROLOG": "/u/after"}, ("--task-prolog=/u/p",), "/u/p"),
+        ({}, RUN, RUN, ""),
+        ({"SLURM_ONESTACK_USER_TASK_PROLOG": "/u/before"}, RUN, RUN, "/u/before"),
+        ({}, ("--task-prolog=/u/p", *RUN), RUN, "/u/p"),
+        ({}, ("--task-pro", "/u/p", *RUN), RUN, "/u/p"),
+        ({}, ("--task-prolog", "./p", *RUN), RUN, "{cwd}/./p"),
+        ({}, ("--task-prolog", "on-path", *RUN), RUN, "{slurm}/on-path"),
+        ({}, ("-D", "/scratch", "--task-prolog=./p", *RUN), ("-D", "/scratch", *RUN), "/scratch/./p"),
+        ({}, ("-J", "test", "-ln", "2", "--task-prolog=/u/p", "prog"), ("-J", "test", "-ln", "2", "prog"), "/u/p"),
+        ({}, ("-Jtest", "--ntasks", "2", "--task-prolog=/u/p", "prog"), ("-Jtest", "--ntasks", "2", "prog"), "/u/p"),
+        ({}, ("-n2", "./not-built", "--task-prolog", "x"), ("-n2", "./not-built", "--task-prolog", "x"), ""),
+        ({}, ("-n2", "--", "prog", "--task-prolog=/a"), ("-n2", "--", "prog", "--task-prolog=/a"), ""),
+        ({"SLURM_TASK_PROLOG": "/u/after"}, RUN, RUN, "/u/after"),
+        ({"SLURM_TASK_PROLOG": "/u/after"}, ("--task-prolog=/u/p", *RUN), RUN, "/u/p"),
     ],
 )
-def test_a_translators_srun_keeps_its_task_prolog_and_runs_the_users_first(shell, options, theirs, tmp_path):
+def test_a_translators_srun_keeps_its_task_prolog_and_runs_the_users_first(shell, words, passed, theirs, tmp_path):
     """Slurm runs one task prolog a step: a user's, given to srun or set
     after the module, would replace the one that loads the translator. The
-    translator's srun hands it to that one (which runs it first) and starts
-    Slurm's srun, the next on PATH, with every other argument unchanged."""
+    translator's srun hands it to that one (which runs it first), found as
+    srun finds it, and starts Slurm's srun, the next on PATH, with srun's
+    other options and the program's arguments unchanged."""
     own = tmp_path / "task-prolog"
-    render.write(
+    shim = render.write(
         publish.TEMPLATES,
         "srun-prolog.sh.j2",
         tmp_path / "bin" / "srun",
@@ -663,19 +677,24 @@ def test_a_translators_srun_keeps_its_task_prolog_and_runs_the_users_first(shell
     slurm.mkdir()
     (slurm / "srun").write_text(
         '#!/bin/bash\nprintf "arg:%s\\n" "$@"\n'
-        'printf "prolog:%s\\nusers:%s\\n" "$SLURM_TASK_PROLOG" "$ONESTACK_USER_TASK_PROLOG"\n'
+        'printf "prolog:%s\\nusers:%s\\n" "$SLURM_TASK_PROLOG" "$SLURM_ONESTACK_USER_TASK_PROLOG"\n'
     )
     for name in ("srun", "prog", "on-path"):
         (slurm / name).touch()
         (slurm / name).chmod(0o755)
+    # A link to it first on PATH (a user's ~/bin): not started again.
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "srun").symlink_to(shim)
     # As the module leaves the shell: its task prolog set, the user's from before kept.
-    env = {**commands.clean_env(), "PATH": f"{tmp_path / 'bin'}:{slurm}:/usr/bin:/bin", "SLURM_TASK_PROLOG": str(own)}
-    env.update(shell)
-    argv = [tmp_path / "bin" / "srun", *options, "-n", "2", "prog", "--task-prolog=/its/own"]
-    printed = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, check=True).stdout
-    args = "".join(f"arg:{arg}\n" for arg in ("-n", "2", "prog", "--task-prolog=/its/own"))
+    path = f"{tmp_path / 'home'}:{tmp_path / 'bin'}:{slurm}:/usr/bin:/bin"
+    env = {**commands.clean_env(), "PATH": path, "SLURM_TASK_PROLOG": str(own), **shell}
+    printed = subprocess.run(
+        [tmp_path / "home" / "srun", *words], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=30
+    )
+    assert printed.returncode == 0, printed.stderr
+    args = "".join(f"arg:{arg}\n" for arg in passed)
     users = theirs.format(cwd=tmp_path, slurm=slurm)
-    assert printed == f"{args}prolog:{own}\nusers:{users}\n", printed
+    assert printed.stdout == f"{args}prolog:{own}\nusers:{users}\n", printed.stdout
 
 
 @pytest.mark.parametrize("prefix", ["/a b", "/a:b", "/a\nb"])
@@ -874,28 +893,52 @@ def test_a_command_is_ended_with_every_process_it_started_when_we_are_stopped(tm
 
 
 @pytest.mark.usefixtures("stop_signals_at_their_defaults")
-def test_a_command_is_ended_when_we_are_stopped_while_it_starts(monkeypatch):
-    """A SIGTERM inside Popen (after its fork, before it returns: the command
-    runs, its pid unknown to the caller) is held until the command's session
-    can be ended, then raised. A loaded CI machine met it."""
+@pytest.mark.parametrize("signum, raised", [(signal.SIGTERM, commands.Stopped), (signal.SIGINT, KeyboardInterrupt)])
+def test_a_command_is_ended_when_we_are_stopped_while_it_starts(signum, raised, monkeypatch):
+    """A SIGTERM or a Ctrl-C inside Popen (after its fork, before it returns:
+    the command runs, its pid unknown to the caller) is held until the
+    command's session can be ended, then raised. A loaded CI machine met it."""
     started = []
 
     def popen_then_stopped(*args, **kwargs):
         proc = real_popen(*args, **kwargs)
         started.append(proc.pid)
-        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signum)
         time.sleep(0.5)  # the handler runs in here
         return proc
 
     real_popen = subprocess.Popen
     monkeypatch.setattr(subprocess, "Popen", popen_then_stopped)
     try:
-        with pytest.raises(commands.Stopped):
+        with pytest.raises(raised):
             commands.run_whole(["sleep", "300"], 60)
         _assert_killed(started[0])
     finally:
         with contextlib.suppress(ProcessLookupError, IndexError):
             os.kill(started[0], signal.SIGKILL)
+
+
+@pytest.mark.usefixtures("stop_signals_at_their_defaults")
+def test_a_stop_while_a_commands_session_is_killed_leaves_none_of_it_running(monkeypatch):
+    """A SIGTERM that reaches us while the session of a command past its time
+    is being killed is raised once every process of it is killed, not
+    between two kills."""
+    killed = []
+
+    def kill_then_stopped(pid, signum):
+        if not killed:
+            real_kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.5)  # the handler runs in here
+        killed.append(pid)
+        real_kill(pid, signum)
+
+    real_kill = os.kill
+    monkeypatch.setattr(commands.os, "kill", kill_then_stopped)
+    with pytest.raises(commands.Stopped):
+        commands.run_whole(["bash", "-c", "sleep 300 & sleep 300 & wait"], 1)
+    assert len(killed) == 3, f"bash and its two sleeps, killed: {killed}"
+    for pid in killed:
+        _assert_killed(pid)
 
 
 @pytest.mark.usefixtures("stop_signals_at_their_defaults")

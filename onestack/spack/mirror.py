@@ -5,6 +5,7 @@ Spack recipe declares; a version the recipe pins by git commit is archived from
 that very commit of a local clone. Spack reads it as a mirror (site scope
 mirrors.yaml)."""
 
+import functools
 import hashlib
 import os
 import shutil
@@ -12,7 +13,7 @@ import subprocess
 import tempfile
 import urllib.parse
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from onestack import data, files, paths, spack
 from onestack.errors import OnestackError
@@ -91,7 +92,23 @@ def archive_path(spec: str, sha256: Optional[str]) -> Path:
             f"no source archive of {spec} (sha256 {sha256}) in the mirror or source cache: run `make mirror` "
             f"(offline: with the clone variable of {OFFLINE_SOURCES} for it set)"
         )
+    stat = found[0].stat()
+    _verified(spec, found[0], sha256, (stat.st_size, stat.st_mtime_ns))
     return found[0]
+
+
+@functools.lru_cache(maxsize=None)
+def _verified(spec: str, archive: Path, sha256: str, stamp: Tuple[int, int]) -> None:
+    """An archive no build fetches is read by onestack, not by Spack, which
+    checks what it fetches: its content checked against its name, once a
+    process while it is unchanged (stamp), as Spack would (a file changed or
+    cut short after it was admitted)."""
+    actual = sha256_of(archive)
+    if actual != sha256:
+        raise MirrorError(
+            f"{archive}: the source archive of {spec} has sha256 {actual}, not its recipe's {sha256}: "
+            "it changed after it was admitted; remove it and run `make mirror`"
+        )
 
 
 def _present(source: dict) -> bool:

@@ -5,6 +5,7 @@ from its tag as GitHub serves it."""
 
 import ast
 import gzip
+import hashlib
 import shutil
 import subprocess
 import tarfile
@@ -43,6 +44,22 @@ def _one_commit_repo(path):
     (path / "test").mkdir()
     (path / "test" / "out").write_text("a test program's recorded output\n")
     return _commit_all(path)
+
+
+def test_an_archive_changed_after_it_was_admitted_is_refused_where_it_is_read(tmp_path, monkeypatch):
+    """A test problem's input archive is read by onestack, not Spack: its
+    content is checked against its name, as Spack checks what it fetches."""
+    monkeypatch.setenv("ONESTACK_MIRROR", str(tmp_path / "mirror"))
+    monkeypatch.setenv("ONESTACK_SOURCE_CACHE", str(tmp_path / "cache"))
+    content = b"an archive"
+    sha256 = hashlib.sha256(content).hexdigest()
+    archive = tmp_path / "mirror" / "_source-cache" / "archive" / sha256[:2] / f"{sha256}.tar.gz"
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(content)
+    assert mirror.archive_path("x@1", sha256) == archive
+    archive.write_bytes(content[:4])  # cut short
+    with pytest.raises(mirror.MirrorError, match=rf"^{archive}: the source archive of x@1 has sha256 .* remove it"):
+        mirror.archive_path("x@1", sha256)
 
 
 def test_a_git_version_is_archived_from_its_commit_or_named_with_its_variable(tmp_path):

@@ -877,8 +877,8 @@ def test_a_run_past_its_time_is_killed_with_every_process_it_started(tmp_path, m
 def stop_signals_at_their_defaults():
     """SIGTERM and SIGHUP as a shell without nohup or a trap leaves them, and
     Ctrl-C as Python's own handler takes it: a runner that ignores them (a
-    shell ignores SIGINT in a command it starts in the background, and CI's
-    did) would leave stopped_as_exit and _Held nothing to arm."""
+    shell ignores SIGINT in a command it starts in the background) would
+    leave stopped_as_exit and _Held nothing to arm."""
     before = {sig: signal.getsignal(sig) for sig in (*commands.STOP_SIGNALS, signal.SIGINT)}
     for sig in commands.STOP_SIGNALS:
         signal.signal(sig, signal.SIG_DFL)

@@ -4,7 +4,9 @@ recipe compiles it, run natively on recorded CPU reports (dispatch/cases/,
 through its ONESTACK_CPUID_FILE test input) over a stand-in program in each
 per-level bin folder. No Spack, no Lmod, no emulation."""
 
+import re
 import shutil
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -92,6 +94,13 @@ def test_the_cases_cover_every_level_and_the_briefed_cpus():
         "amd/zen4-os-without-avx512-state",
         "intel/xeon-avx512-amx",
         "intel/icelake-server-under-qemu",
+        # bare-metal reports of the site's server generations (from_aida64.py)
+        "amd/zen3-epyc-7713",
+        "amd/zen4-epyc-9654",
+        "amd/zen5-epyc-9655",
+        "intel/xeon-silver-4214-cascade-lake",
+        "intel/xeon-w7-2475x-sapphire-rapids",
+        "intel/xeon-6-granite-rapids",
     } <= names
     assert {tree.expected_level(p) for p in tree.cases()} == set(tree.LEVELS)
 
@@ -112,6 +121,47 @@ def test_a_recorded_report_gives_what_the_cpu_itself_gives(built, tmp_path):
     assert replayed.stdout == tree.run([built.dispatcher, "--level"]).stdout
 
 
+def aida64_dump(record_lines: list) -> str:
+    """A CPU report as AIDA64 dumps it (InstLatx64's collection): a block of
+    `CPUID <leaf>: EAX-EBX-ECX-EDX [SL nn]` lines a logical CPU, XCR0's
+    supported states in leaf 0xd. A second logical CPU, reporting no
+    AVX-512, must be ignored."""
+
+    def block(number: int, lines: list) -> str:
+        return f"------[ CPUID Registers / Logical CPU #{number} ]------\n\n" + "\n".join(lines) + "\n\n"
+
+    dump = []
+    for line in record_lines:
+        if line.startswith("xcr0="):
+            xcr0 = int(line[len("xcr0=") :], 16)
+            dump.append(f"CPUID 0000000D: {xcr0 & 0xFFFFFFFF:08X}-00000340-00000988-{xcr0 >> 32:08X} [SL 00] [x87]")
+            continue
+        leaf, subleaf, *regs = re.findall(r"0x([0-9a-f]+)", line)
+        dump.append(f"CPUID {leaf.upper()}: " + "-".join(r.upper() for r in regs) + f" [SL {subleaf.upper()}]")
+    other = [re.sub(r"^(CPUID 00000007: \w{8})-\w{8}", r"\1-00000000", line) for line in dump]
+    return block(0, dump) + block(1, other)
+
+
+def test_an_aida64_dump_gives_the_record_the_cpu_itself_gives(built, tmp_path):
+    """dispatch/cases/from_aida64.py, which made the bare-metal reports, on
+    this machine's own report written as AIDA64 writes one."""
+    own = tree.run([built.dispatcher, "--cpuid"])
+    (tmp_path / "dump.txt").write_text(aida64_dump(tree.records(own.stdout)))
+    converted = tree.run([sys.executable, tree.CASES / "from_aida64.py", tmp_path / "dump.txt", "this CPU", "here"])
+    assert converted.returncode == 0, converted.stderr
+    assert sorted(tree.records(converted.stdout)) == sorted(tree.records(own.stdout))
+    (tmp_path / "this.cpuid").write_text(converted.stdout)
+    level = tree.run([built.dispatcher, "--level"], env={"ONESTACK_CPUID_FILE": str(tmp_path / "this.cpuid")})
+    assert level.stdout == tree.run([built.dispatcher, "--level"]).stdout
+
+
+def test_a_file_that_is_no_aida64_dump_is_refused_by_name(tmp_path):
+    (tmp_path / "lscpu.txt").write_text("Architecture: x86_64\n")
+    proc = tree.run([sys.executable, tree.CASES / "from_aida64.py", tmp_path / "lscpu.txt", "a", "b"])
+    assert proc.returncode == 1 and not proc.stdout
+    assert f"{tmp_path / 'lscpu.txt'}: no CPUID leaf 0x00000000, 0x00000001, 0x0000000d" in proc.stderr
+
+
 # ---- which build runs ----
 
 
@@ -125,6 +175,11 @@ def test_a_recorded_report_gives_what_the_cpu_itself_gives(built, tmp_path):
         ("intel/skylake-server-under-qemu", BUILT_LEVELS, "x86-64-v3"),
         ("amd/zen2-epyc-rome", BUILT_LEVELS, "x86-64-v3"),
         ("amd/zen3-epyc-milan", BUILT_LEVELS, "x86-64-v3"),
+        ("amd/zen3-epyc-7713", BUILT_LEVELS, "x86-64-v3"),
+        ("amd/zen4-epyc-9654", BUILT_LEVELS, "x86-64-v4"),
+        ("amd/zen5-epyc-9655", BUILT_LEVELS, "x86-64-v4"),
+        ("intel/xeon-w7-2475x-sapphire-rapids", BUILT_LEVELS, "x86-64-v4"),
+        ("intel/xeon-6-granite-rapids", BUILT_LEVELS, "x86-64-v4"),
         ("intel/xeon-avx512-amx", BUILT_LEVELS, "x86-64-v4"),
         ("intel/icelake-server-under-qemu", BUILT_LEVELS, "x86-64-v3"),
         ("amd/zen4-epyc-genoa", BUILT_LEVELS, "x86-64-v4"),
@@ -363,16 +418,14 @@ def test_an_at_most_line_matches_vendor_family_model_and_brand_start(line, expec
     assert ran_build(tree.run([stack.entry], env=on(SILVER, stack))) == expected
 
 
-def test_an_amd_family_above_15_is_matched_with_its_extended_family(stack, tmp_path):
+def test_an_amd_family_above_15_is_matched_with_its_extended_family(stack):
     """A Zen 5 (family 0x1a: base family 0xf plus extended 0xb; model 0x02,
-    Turin): the recorded Zen 4 under Zen 5's signature, not a recording of
-    one. Its line matches by the family AMD's manuals give; Zen 4's family does not."""
-    zen5 = tree.variant("amd/zen4-epyc-genoa", tmp_path / "zen5.cpuid", signature=0x00B00F20)
-    env = {"ONESTACK_CPUID_FILE": str(zen5), "DISPATCH_TEST_MARKER": str(stack.marker)}
+    Turin), as its bare-metal report gives it. Its line matches by the family
+    AMD's manuals give; Zen 4's family does not."""
     at_most(stack, "x86-64-v3 zen5 AuthenticAMD 26 0x02")
-    assert ran_build(tree.run([stack.entry], env=env)) == "x86-64-v3"
+    assert ran_build(tree.run([stack.entry], env=on("amd/zen5-epyc-9655", stack))) == "x86-64-v3"
     at_most(stack, "x86-64-v3 zen4 AuthenticAMD 25 0x02")
-    assert ran_build(tree.run([stack.entry], env=env)) == "x86-64-v4"
+    assert ran_build(tree.run([stack.entry], env=on("amd/zen5-epyc-9655", stack))) == "x86-64-v4"
 
 
 def test_the_lowest_of_several_matching_lines_wins_and_a_higher_one_lowers_nothing(stack):

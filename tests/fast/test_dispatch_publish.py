@@ -90,34 +90,45 @@ def test_own_level_checks_are_judged_only_on_the_cpus_own_best_build(installs, t
 # GROMACS's own choice of SIMD, in environments/gromacs-2025.yaml
 # (lower_level_on) and cpus.yaml (cpu_classes): AVX2 where an Intel CPU has
 # one AVX-512 FMA unit. Its rule for Skylake-SP and Cascade Lake (model
-# 0x55) goes by the brand string: the recorded Xeon Silver 4114 under the
-# brands of other models of the same CPU.
+# 0x55) goes by the brand string: bare-metal reports of Cascade Lake and
+# newer Xeons, and the recorded Xeon Silver 4114 under the brands of other
+# models of the same CPU.
 @pytest.mark.parametrize(
-    "brand, signature, expected",
+    "cpu, brand, signature, expected",
     [
-        (None, None, "x86-64-v3"),  # Xeon Silver 4114, as recorded
-        ("Intel(R) Xeon(R) Bronze 3104 CPU @ 1.70GHz", None, "x86-64-v3"),
-        ("Intel(R) Xeon(R) Gold 5120 CPU @ 2.20GHz", None, "x86-64-v3"),
-        ("Intel(R) Xeon(R) Gold 5220R CPU @ 2.20GHz", None, "x86-64-v3"),
-        ("Intel(R) Xeon(R) W-2104 CPU @ 3.20GHz", None, "x86-64-v3"),
-        ("Intel(R) Xeon(R) D-2141I CPU @ 2.20GHz", None, "x86-64-v3"),
-        ("Intel(R) Xeon(R) Gold 5122 CPU @ 3.60GHz", None, "x86-64-v4"),  # two FMA units: GROMACS's exception
-        ("Intel(R) Xeon(R) Gold 5222 CPU @ 3.80GHz", None, "x86-64-v4"),
-        ("Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz", None, "x86-64-v4"),
-        ("Intel(R) Xeon(R) Platinum 8280 CPU @ 2.70GHz", None, "x86-64-v4"),
-        ("Intel(R) Xeon(R) W-2123 CPU @ 3.60GHz", None, "x86-64-v4"),
-        ("Intel(R) Core(TM) i7-1065G7 CPU @ 1.30GHz", 0x000706E5, "x86-64-v3"),  # Ice Lake client: any brand
-        ("Intel(R) Xeon(R) Processor", 0x000806F8, "x86-64-v4"),  # Sapphire Rapids under KVM: not in the table
+        ("intel/xeon-silver-4114", None, None, "x86-64-v3"),
+        ("intel/xeon-silver-4214-cascade-lake", None, None, "x86-64-v3"),
+        ("intel/xeon-gold-6212u-cascade-lake", None, None, "x86-64-v4"),  # two FMA units
+        ("intel/xeon-w7-2475x-sapphire-rapids", None, None, "x86-64-v4"),  # not in the table
+        ("intel/xeon-6-granite-rapids", None, None, "x86-64-v4"),
+        ("amd/zen5-epyc-9655", None, None, "x86-64-v4"),  # an AMD CPU: never in it
+        ("intel/xeon-silver-4114", "Intel(R) Xeon(R) Bronze 3104 CPU @ 1.70GHz", None, "x86-64-v3"),
+        ("intel/xeon-silver-4114", "Intel(R) Xeon(R) Gold 5120 CPU @ 2.20GHz", None, "x86-64-v3"),
+        ("intel/xeon-silver-4114", "Intel(R) Xeon(R) Gold 5220R CPU @ 2.20GHz", None, "x86-64-v3"),
+        ("intel/xeon-silver-4114", "Intel(R) Xeon(R) W-2104 CPU @ 3.20GHz", None, "x86-64-v3"),
+        ("intel/xeon-silver-4114", "Intel(R) Xeon(R) D-2141I CPU @ 2.20GHz", None, "x86-64-v3"),
+        # two FMA units: GROMACS's exception
+        ("intel/xeon-silver-4114", "Intel(R) Xeon(R) Gold 5122 CPU @ 3.60GHz", None, "x86-64-v4"),
+        ("intel/xeon-silver-4114", "Intel(R) Xeon(R) Gold 5222 CPU @ 3.80GHz", None, "x86-64-v4"),
+        ("intel/xeon-silver-4114", "Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz", None, "x86-64-v4"),
+        ("intel/xeon-silver-4114", "Intel(R) Xeon(R) Platinum 8280 CPU @ 2.70GHz", None, "x86-64-v4"),
+        ("intel/xeon-silver-4114", "Intel(R) Xeon(R) W-2123 CPU @ 3.60GHz", None, "x86-64-v4"),
+        # Ice Lake client: any brand
+        ("intel/xeon-silver-4114", "Intel(R) Core(TM) i7-1065G7 CPU @ 1.30GHz", 0x000706E5, "x86-64-v3"),
+        # Sapphire Rapids under KVM, which names it generically: not in the table
+        ("intel/xeon-silver-4114", "Intel(R) Xeon(R) Processor", 0x000806F8, "x86-64-v4"),
     ],
 )
 def test_gromacs_runs_the_build_its_authors_advise_on_cpus_with_one_avx512_fma_unit(
-    tmp_path, brand, signature, expected
+    tmp_path, cpu, brand, signature, expected
 ):
     flavor, roots = lay_out_installs(tmp_path, "gromacs/openblas-mpich", installed=(True, True, True))
     dispatch.write(tmp_path / "release", flavor, roots)
-    cpu = tree.variant("intel/xeon-silver-4114", tmp_path / "this.cpuid", brand, signature)
+    report = tree.variant(cpu, tmp_path / "this.cpuid", brand, signature)
     bin_dir = dispatch.bin_dir(tmp_path / "release", flavor)
-    proc = tree.run([bin_dir / flavor.app.program], env={"ONESTACK_CPUID_FILE": str(cpu), "ONESTACK_CPU_VERBOSE": "1"})
+    proc = tree.run(
+        [bin_dir / flavor.app.program], env={"ONESTACK_CPUID_FILE": str(report), "ONESTACK_CPU_VERBOSE": "1"}
+    )
     assert proc.returncode == 0, proc.stderr
     assert f"running the {expected} build" in proc.stderr, proc.stderr
     lowered = "(one_avx512_fma_unit: at most x86-64-v3 on this CPU (" in proc.stderr

@@ -264,10 +264,13 @@ def _defaults(release: Path, selected: List[Flavor]) -> None:
         hidden = site.versions.get(module, {}).get("hidden", [])
         for name in names:
             versions = sorted({f.app.version for f in flavors if f.name == name}, key=version_key)
+            # The stack's default version (the one its unversioned name
+            # means everywhere) where published, else the newest published.
+            marked = [f.app.version for f in flavors if f.name == name and f.default_version]
             _render(
                 "modulerc.lua.j2",
                 release / "flavors" / module / name / ".modulerc.lua",
-                default=f"{module}/{name}/{default_version(site, module, versions)}",
+                default=f"{module}/{name}/{marked[0] if marked else default_version(site, module, versions)}",
                 site=site,
                 hidden=[f"{module}/{name}/{v}" for v in versions if v in hidden],
             )

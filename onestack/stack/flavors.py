@@ -941,7 +941,7 @@ def _check_site_versions(site: Site, flavors: List[Flavor]) -> None:
     # where the flavor has it, else its newest) is not a hidden version
     # while the flavor has a listed one: a flavor hidden whole is retired.
     offered = [f for f in flavors if f.kind == "flavor"]
-    for (module, name), versions in sorted(_versions_by_flavor(offered).items()):
+    for (module, name), versions in sorted(_loadable_versions(offered).items()):
         hidden = set(site.versions.get(module, {}).get("hidden", []))
         loads, listed = default_version(site, module, versions), sorted(versions - hidden, key=version_key)
         if loads in hidden and listed:
@@ -1032,10 +1032,21 @@ def _versions_by_flavor(flavors: List[Flavor]) -> Dict[Tuple[str, str], set]:
     return versions
 
 
+def _loadable_versions(flavors: List[Flavor]) -> Dict[Tuple[str, str], set]:
+    """The versions among which `<module>/<flavor>` loads its default: those
+    whose `build` list has the flavor, else (a cell of the matrix no version
+    builds) every version that defines it. A newer release that defines a
+    flavor it does not build (LAMMPS 2025's openblas-openmpi) must not take
+    the name that loads the older release's build."""
+    defined = _versions_by_flavor(flavors)
+    built = _versions_by_flavor([f for f in flavors if f.flavor_name in f.app.build])
+    return {key: built.get(key, versions) for key, versions in defined.items()}
+
+
 def _mark_default_versions(flavors: List[Flavor], site: Site) -> List[Flavor]:
     """Each flavor offered in several versions (one application file each)
     loads, by its unversioned name, its default version."""
-    versions = _versions_by_flavor(flavors)
+    versions = _loadable_versions(flavors)
     return [
         replace(
             f,

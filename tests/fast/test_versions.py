@@ -3,13 +3,14 @@ one module name): `<app>/<flavor>` names the site's default version, else
 the newest; the others are named with their version, everywhere the stack
 names a flavor (modules, images, results, dispatch folders)."""
 
+import re
 import shutil
 
 import yaml
 
 from onestack import paths, stack
 from onestack.images import flavor as images
-from onestack.modules import dispatch
+from onestack.modules import dispatch, publish
 
 NEWER, OLDER = "lmp/openblas-mpich-omp", "lmp/openblas-mpich-omp/20210929.2"
 
@@ -45,3 +46,30 @@ def test_the_site_picks_the_default_version(tmp_path, monkeypatch):
     assert matrix.flavor("lmp/openblas-mpich-omp").app.version == "20210929.2"
     assert matrix.flavor("lmp/openblas-mpich-omp/20250204.dfsg1").default_version is False
     assert matrix.flavor("lmp/openblas-mpich").is_default, "module load lmp: the site's version of its flavor"
+
+
+def test_a_version_that_defines_a_flavor_it_does_not_build_leaves_its_name_to_the_one_that_does():
+    """LAMMPS 2025 defines openblas-openmpi (a cell of its matrix) but does
+    not build it; the 2021 release builds it. `lmp/openblas-openmpi`, the
+    name users load, means the 2021 build everywhere the stack names it."""
+    matrix = stack.load()
+    built = matrix.flavor("lmp/openblas-openmpi")
+    assert built.app.version == "20210929.2" and built in matrix.select()
+    assert images.image_name(built) == "lmp-openblas-openmpi"
+    assert matrix.flavor("lmp/openblas-openmpi/20250204.dfsg1") not in matrix.select()
+
+
+def loads(release, module: str) -> str:
+    return re.search(r'module_version\("([^"]+)", "default"\)', (release / module / ".modulerc.lua").read_text())[1]
+
+
+def test_publish_makes_the_unversioned_name_load_the_version_the_stack_means(tmp_path):
+    """What `module load lmp/openblas-openmpi` loads is the stack's default
+    version where it is published (though a newer one is published beside
+    it), else the newest published."""
+    matrix = stack.load()
+    older, newer = (matrix.flavor(n) for n in ("lmp/openblas-openmpi", "lmp/openblas-openmpi/20250204.dfsg1"))
+    publish._defaults(tmp_path / "both", [older, newer])
+    assert loads(tmp_path / "both" / "flavors", "lmp/openblas-openmpi") == "lmp/openblas-openmpi/20210929.2"
+    publish._defaults(tmp_path / "newer", [newer])
+    assert loads(tmp_path / "newer" / "flavors", "lmp/openblas-openmpi") == "lmp/openblas-openmpi/20250204.dfsg1"

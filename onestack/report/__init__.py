@@ -81,13 +81,14 @@ def _measure_cases(init: Path, app: str, contestants: List[dict], out: Path, red
             "params": problem["params"],
             "figures": problem["figures"],
             "benchmark": problem["benchmark_only"],
+            "ranks": problem["ranks"],
         }
     return cases
 
 
 def _default(app: str, cases: dict, out: Path, full: bool) -> dict:
     """The app's fastest flavor and what the run did to its site default."""
-    headline = goals._headline(cases)
+    headline = defaults.loadable(goals._headline(cases))
     best = defaults.fastest(headline)
     default = next(f.module_name for f in stack.load().flavors if f.app.module == app and f.is_default)
     beyond_noise = best is not None and defaults.clearly_faster(best, default, headline)
@@ -104,7 +105,7 @@ def _default(app: str, cases: dict, out: Path, full: bool) -> dict:
         "cases": cases,
         "fastest": best,
         "default_change": change,
-        "default_note": defaults.note(best, default, beyond_noise, change),
+        "default_note": defaults.note(best, default, beyond_noise, change, headline),
         "default_measured_elsewhere": elsewhere,
     }
 
@@ -159,6 +160,13 @@ def make_defaults(apps: List[str]) -> Path:
     and a site re-measures its defaults after each change of its stack."""
     if not apps or any("/" in a for a in apps):
         raise OnestackError("report --defaults: name whole applications (a default rests on all their flavors)")
+    published = publish.release_manifest(publish.current_release())["flavors"]
+    unpublished = [app for app in apps if not any(m.startswith(f"{app}/") for m in published)]
+    if unpublished:
+        raise OnestackError(
+            f"report --defaults: no flavor of {', '.join(unpublished)} is published in the current release "
+            f"({publish.current_release()}); publish them first (make stack)"
+        )
     init, published, out = _start(apps, "-defaults")
     flavors = [c for c in measure.contestants(published) if c["kind"] == "flavor"]
     measured = []
@@ -186,15 +194,17 @@ def make(reduced: bool, only: Optional[List[str]] = None) -> Path:
         measured = _measure_app(init, app, contestants, out, reduced, only) if contestants else None
         if measured:
             apps.append(measured)
-    for a in apps:
-        a["peak_search"] = _search_peak(init, a, max(before["samples"]), len(cpus), out, reduced)
     measured_peak = peak.combined(before, peak.measure(cpus))
     print(
         f"==> report: measured peak {measured_peak['gflops']:.1f} GFLOPS ({measured_peak['isa']} multiply-adds, "
         f"{measured_peak['cores']} cores; {len(measured_peak['samples'])} samples before and after the runs: "
         f"median {measured_peak['median']:.1f}, min {measured_peak['min']:.1f})"
     )
-    _chart(out, apps, measured_peak)
+    # The search after the peak's last samples: its shares and where it
+    # stops are judged against the peak the page and the goal show.
+    for a in apps:
+        a["peak_search"] = _search_peak(init, a, measured_peak["gflops"], len(cpus), out, reduced)
+    _chart(out, apps, measured_peak, f"report {out.name}, {cpu}")
     judged = goals.judge(apps, measured_peak)
     links = interconnect.measure(reduced)
     print(
@@ -227,12 +237,15 @@ def make(reduced: bool, only: Optional[List[str]] = None) -> Path:
     return out
 
 
-def _chart(out: Path, apps: List[dict], measured_peak: dict) -> None:
-    """Each case's chart of each figure, against the measured peak."""
+def _chart(out: Path, apps: List[dict], measured_peak: dict, source: str) -> None:
+    """Each case's chart of each figure, against the measured peak of the
+    cores its runs take (a rank each)."""
     for a in apps:
         for case, measured in a["cases"].items():
+            cores = min(measured["ranks"], measured_peak["cores"])
+            its_peak = {"gflops": measured_peak["gflops"] * cores / measured_peak["cores"], "cores": cores}
             measured["charts"] = [
-                page.chart(out, a["app"], case, name, how, measured["results"], measured_peak)
+                page.chart(out, a["app"], case, name, how, measured["results"], its_peak, source)
                 for name, how in measured["figures"].items()
             ]
 

@@ -11,6 +11,27 @@ from onestack import files, host, stack
 from onestack.stack import site
 
 
+def loadable(cases: Dict[str, dict]) -> Dict[str, dict]:
+    """The cases with the runs of the flavors their unversioned names load
+    (each flavor's default version) alone: a default is written as a flavor's
+    name, and the site's `versions` picks the version that name loads, so
+    another version's speed must not choose it."""
+    matrix = stack.load()
+    return {
+        name: {
+            **case,
+            "results": [
+                r for r in case["results"] if r["kind"] != "flavor" or matrix.flavor(r["name"]).default_version
+            ],
+        }
+        for name, case in cases.items()
+    }
+
+
+def measured(module: str, cases: Dict[str, dict]) -> bool:
+    return any(r["name"] == module and r.get("figures") for case in cases.values() for r in case["results"])
+
+
 def ranked(cases: Dict[str, dict]) -> List[str]:
     """The measured flavors, fastest first: by the geometric mean of their
     ratios over the cases."""
@@ -71,7 +92,7 @@ def clearly_faster(challenger: str, default: str, cases: Dict[str, dict]) -> boo
     return all(pairs)
 
 
-def note(best: Optional[str], default: str, beyond_noise: bool, change: Optional[str]) -> str:
+def note(best: Optional[str], default: str, beyond_noise: bool, change: Optional[str], cases: Dict[str, dict]) -> str:
     """What the run did to the application's default, in words."""
     if best is None:
         return "no flavor measured"
@@ -79,6 +100,8 @@ def note(best: Optional[str], default: str, beyond_noise: bool, change: Optional
         return f"written into the site file: {change}; review and commit"
     if best == default:
         return "already the site default"
+    if not measured(default, cases):
+        return f"the default {default} was not measured in this run"
     if not beyond_noise:
         return f"not beyond the spread of the runs of the default {default}, which stays"
     return f"ahead of the default {default} in this run; only a full run over all flavors may change it"

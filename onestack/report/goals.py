@@ -42,34 +42,36 @@ def _verdict(goal: dict, value: float) -> str:
 
 
 def peak_share(goal: dict, app: dict, peak: dict) -> dict:
-    """The best run against the measured peak: the best flavor's median, or
-    the best run of the peak search (peak_search.py) where it went further;
-    not judged when any run beat the peak, as then the peak is what was
+    """The best run against the measured peak of the cores it ran on: the
+    best flavor's median (the case's ranks, a core each), or the best run of
+    the peak search (peak_search.py, every core) where it went further; not
+    judged when any run beat its peak, as then the peak is what was
     mismeasured."""
-    results = _results(app, goal["figure"])
-    medians = [
-        (r["figures"][goal["figure"]]["median"], f"{r['name']}, median") for r in results if r["kind"] == "flavor"
-    ]
+    runs = []  # (share, GFLOPS, the peak of its cores, where; the fastest run of the case)
+    for case in _headline(app["cases"]).values():
+        cores_peak = peak["gflops"] * min(case.get("ranks", peak["cores"]), peak["cores"]) / peak["cores"]
+        for r in case["results"]:
+            if goal["figure"] in r["figures"] and r["kind"] == "flavor":
+                figure = r["figures"][goal["figure"]]
+                runs.append((figure["median"] / cores_peak, figure["median"], cores_peak, f"{r['name']}, median"))
+                runs.append((figure["max"] / cores_peak, figure["max"], cores_peak, None))
     searched = (app.get("peak_search") or {}).get("best")
     if searched:
-        medians.append(
-            (
-                searched["gflops"],
-                f"{app['peak_search']['flavor']}, searched: N={searched['n']} "
-                f"NB={searched['block']}, {searched['layout']}",
-            )
+        where = (
+            f"{app['peak_search']['flavor']}, searched: N={searched['n']} NB={searched['block']}, {searched['layout']}"
         )
-    if not medians:
+        runs.append((searched["gflops"] / peak["gflops"], searched["gflops"], peak["gflops"], where))
+    judged = [run for run in runs if run[3]]
+    if not judged:
         return {"figure": "-", "verdict": "not measured: no flavor ran"}
-    best, where = max(medians)
-    fastest_run = max([r["figures"][goal["figure"]]["max"] for r in results] + [best])
-    share = best / peak["gflops"]
-    figure = f"{best:.1f} of {peak['gflops']:.1f} GFLOPS = {share:.0%} ({where})"
-    if fastest_run > peak["gflops"]:
+    share, best, of, where = max(judged)
+    figure = f"{best:.1f} of {of:.1f} GFLOPS = {share:.1%} ({where})"
+    fastest = max(runs)
+    if fastest[0] > 1:
         return {
             "figure": figure,
-            "verdict": f"not judged: a run reached {fastest_run:.1f} GFLOPS, above the measured peak "
-            f"(samples {peak['min']:.1f}-{peak['gflops']:.1f}): the peak was measured on a busy CPU",
+            "verdict": f"not judged: a run reached {fastest[1]:.1f} GFLOPS, above the measured peak of its cores "
+            f"({fastest[2]:.1f}; samples {peak['min']:.1f}-{peak['gflops']:.1f}): the peak was measured on a busy CPU",
         }
     return {"figure": figure, "verdict": _verdict(goal, share)}
 
@@ -281,7 +283,7 @@ def _judged_gain(goal: dict, rows: List[Side]) -> str:
     round, a reduced run's, has none); a results file without rounds kept is
     judged on its medians."""
     found = _gains(rows)
-    if found["pairs"] < 2 and any(r.rounds for r in rows):
+    if _one_round_each(rows):
         return "not resolved: one round, no interval"
     if found["pairs"] < 2:
         return _verdict(goal, 1 + found["gap"])
@@ -292,10 +294,16 @@ def _judged_gain(goal: dict, rows: List[Side]) -> str:
     return f"not resolved: the interval {low:.2f}x .. {high:.2f}x spans {bound}x"
 
 
+def _one_round_each(rows: List[Side]) -> bool:
+    """Rounds kept, one a row (a reduced run's): the rows' gains differ by
+    flavor and case, which is no spread of the runs, so there is no interval."""
+    return any(r.rounds for r in rows) and all(len(r.rounds) < 2 for r in rows)
+
+
 def _gains_shown(rows: List[Side]) -> str:
     found = _gains(rows)
     each = "; ".join(f"{r.flavor} {r.before:.3g} -> {r.after:.3g}" for r in rows)
-    if found["pairs"] < 2:
+    if found["pairs"] < 2 or _one_round_each(rows):
         return f"{1 + found['gap']:.2f}x ({each})"
     return (
         f"{1 + found['gap']:.2f}x [95% CI {1 + found['low']:.2f} .. {1 + found['high']:.2f}, "

@@ -9,7 +9,12 @@ from onestack import paths, render
 TEMPLATE = "report.html.j2"
 
 
-def chart(out: Path, app: str, case: str, name: str, how: dict, results: List[dict], peak: Optional[dict]) -> str:
+def chart(
+    out: Path, app: str, case: str, name: str, how: dict, results: List[dict], peak: Optional[dict], source: str
+) -> str:
+    """A bar per run, median and min-max, and the peak where the figure is
+    GFLOPS; source (the report and the host's CPU) printed beneath, since a
+    chart travels without its page."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -31,13 +36,17 @@ def chart(out: Path, app: str, case: str, name: str, how: dict, results: List[di
     ax.bar(range(len(rows)), medians, yerr=spread, capsize=4, color=colors)
     if peak and how["unit"] == "GFLOPS":
         ax.axhline(
-            peak["gflops"], color="#c53030", linestyle="--", label=f"measured FMA peak {peak['gflops']:.0f} GFLOPS"
+            peak["gflops"],
+            color="#c53030",
+            linestyle="--",
+            label=f"measured FMA peak of {peak['cores']} cores: {peak['gflops']:.0f} GFLOPS",
         )
         ax.legend(loc="upper right", fontsize=8)
     ax.set_xticks(range(len(rows)), labels, fontsize=8)
     ax.set_ylabel(f"{name} ({how['unit']}, {how['better']} is better)")
     ax.set_title(f"{app}: {case} (median, min-max bars)")
-    fig.tight_layout()
+    fig.text(0.01, 0.01, source, fontsize=6, wrap=True, va="bottom")
+    fig.tight_layout(rect=(0, 0.09, 1, 1))
     file = f"{app}-{case}-{name}.png"
     fig.savefig(out / file, dpi=110)
     plt.close(fig)

@@ -69,6 +69,9 @@ def _trial(
     failure = outcome.failure() or "; ".join(str(c) for c in outcome.checks() if not c.passed)
     name = next(iter(problem["figures"]))
     gflops = None if failure else measure.figures(problem, outcome.output).get(name)
+    if gflops is None and not failure:
+        # A run whose checks passed, but whose figure was not a finite number above zero (measure.figures)
+        failure = f"its output held no {name}"
     trial = {
         "n": n,
         "block": block,

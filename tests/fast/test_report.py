@@ -3,6 +3,7 @@ written out here (the report itself runs in tests/test_report.py)."""
 
 import math
 import shutil
+from types import SimpleNamespace
 
 import pytest
 
@@ -43,7 +44,7 @@ def test_the_peak_goal_is_not_judged_when_hpl_outruns_the_measured_peak():
     judged = goals.peak_share(goal, hpl, peak.combined(disturbed, {"samples": [19.4]}))
     assert judged["verdict"].startswith("not judged"), judged
     judged = goals.peak_share(goal, hpl, peak.combined(disturbed, {"samples": [39.7, 39.2]}))
-    assert judged["verdict"] == "MISSED" and judged["figure"].endswith("= 80% (hpl/a, median)"), judged
+    assert judged["verdict"] == "MISSED" and judged["figure"].endswith("= 79.8% (hpl/a, median)"), judged
 
 
 def test_the_peak_goal_takes_the_peak_searchs_best_run():
@@ -51,9 +52,41 @@ def test_the_peak_goal_takes_the_peak_searchs_best_run():
     goal = {"figure": "hpl_gflops", "at_least": 0.9}
     searched = {"flavor": "hpl/a", "best": {"gflops": 36.2, "n": 16128, "block": 256, "layout": "2 ranks (1x2 grid)"}}
     hpl = _app([_result("hpl/a", "flavor", hpl_gflops=(31.0, 31.7, 32.3))], GFLOPS, peak_search=searched)
-    judged = goals.peak_share(goal, hpl, peak.combined({"samples": [39.7]}, {"samples": [40.0]}))
+    judged = goals.peak_share(goal, hpl, peak.combined({"cores": 2, "samples": [39.7]}, {"samples": [40.0]}))
     assert judged["verdict"] == "met", judged
-    assert judged["figure"] == "36.2 of 40.0 GFLOPS = 90% (hpl/a, searched: N=16128 NB=256, 2 ranks (1x2 grid))"
+    assert judged["figure"] == "36.2 of 40.0 GFLOPS = 90.5% (hpl/a, searched: N=16128 NB=256, 2 ranks (1x2 grid))"
+
+
+def test_a_share_just_below_the_goal_is_not_shown_as_the_goal():
+    """35.9 of 40.0 GFLOPS is 89.75%: shown as 90% beside MISSED."""
+    hpl = _app([_result("hpl/a", "flavor", hpl_gflops=(35.0, 35.9, 35.95))], GFLOPS)
+    judged = goals.peak_share(
+        {"figure": "hpl_gflops", "at_least": 0.9},
+        hpl,
+        peak.combined({"cores": 2, "samples": [40.0]}, {"samples": [39.0]}),
+    )
+    assert judged == {"figure": "35.9 of 40.0 GFLOPS = 89.8% (hpl/a, median)", "verdict": "MISSED"}, judged
+
+
+def test_a_case_on_fewer_cores_than_the_peak_is_judged_against_the_peak_of_its_cores():
+    """HPL's case runs 2 ranks; on a 16-core node its 60 GFLOPS read as 12%
+    of the 16 cores' 480."""
+    goal = {"figure": "hpl_gflops", "at_least": 0.9}
+    hpl = _app([_result("hpl/a", "flavor", hpl_gflops=(56.0, 57.0, 58.0))], GFLOPS)
+    hpl["cases"]["case"]["ranks"] = 2
+    node = peak.combined({"cores": 16, "samples": [480.0]}, {"samples": [470.0]})
+    assert goals.peak_share(goal, hpl, node) == {
+        "figure": "57.0 of 60.0 GFLOPS = 95.0% (hpl/a, median)",
+        "verdict": "met",
+    }
+    hpl["peak_search"] = {"flavor": "hpl/a", "best": {"gflops": 400.0, "n": 60000, "block": 256, "layout": "16 ranks"}}
+    searched = goals.peak_share(goal, hpl, node)
+    assert searched == {
+        "figure": "57.0 of 60.0 GFLOPS = 95.0% (hpl/a, median)",
+        "verdict": "met",
+    }, "the best share, not the most GFLOPS: the search reached 83.3% of the node's peak"
+    hpl["cases"]["case"]["results"][0]["figures"]["hpl_gflops"]["max"] = 61.0
+    assert goals.peak_share(goal, hpl, node)["verdict"].startswith("not judged: a run reached 61.0 GFLOPS")
 
 
 def test_the_peak_search_grid_layouts_and_sizes():
@@ -62,6 +95,18 @@ def test_the_peak_search_grid_layouts_and_sizes():
     memory = 24 * 2**30
     assert memory_size(0.01, 192, memory) == 5568, "the report's 1% of 24 GiB, as HPL ran it"
     assert memory_size(0.16, 256, memory) % 256 == 0
+
+
+def test_a_peak_search_run_whose_output_holds_no_figure_is_a_failed_trial(monkeypatch, tmp_path, capsys):
+    """Its checks passed but its HPL_Tflops was nan: the trial had neither a
+    figure nor an error, and the page's table could not be written."""
+    hpl = problems.load("hpl")["hpl"]
+    passed = SimpleNamespace(failure=lambda: "", checks=lambda: [], output="HPL_Tflops=nan\n")
+    monkeypatch.setattr(peak_search.problems, "execute", lambda *args: passed)
+    layout = peak_search.layouts(2)[0]
+    trial = peak_search._trial(tmp_path, "hpl/a", hpl, 1000, 192, layout, 40.0, tmp_path)
+    assert trial["gflops"] is None and trial["error"] == "its output held no hpl_gflops", trial
+    assert "failed: its output held no hpl_gflops" in capsys.readouterr().out
 
 
 def test_flavor_over_a_baseline_or_the_reference():
@@ -304,6 +349,17 @@ def test_a_defaults_run_takes_whole_applications_only():
         report.make_defaults(["hpl/openblas-mpich"])
 
 
+def test_a_defaults_run_of_an_application_with_no_flavor_published_is_refused(monkeypatch, tmp_path):
+    """It divided by the number of its flavors; it now names the fix, and
+    leaves no report folder behind."""
+    monkeypatch.setattr(report.publish, "current_release", lambda: tmp_path / "release")
+    monkeypatch.setattr(report.publish, "release_manifest", lambda release: {"flavors": ["hpl/openblas-mpich"]})
+    monkeypatch.setattr(report, "reports_dir", lambda: tmp_path / "reports")
+    with pytest.raises(OnestackError, match=r"no flavor of qe is published .*; publish them first \(make stack\)"):
+        report.make_defaults(["hpl", "qe"])
+    assert not (tmp_path / "reports").exists()
+
+
 def test_the_default_changes_only_for_a_flavor_faster_beyond_the_spread():
     """This host's full report (3 runs each): hpl/openblas-mvapich2 33.5
     [31.0-33.7] GFLOPS against the default hpl/mkl-mpich's 30.2 [27.2-31.1]
@@ -316,6 +372,38 @@ def test_the_default_changes_only_for_a_flavor_faster_beyond_the_spread():
     assert defaults.clearly_faster("app/a", "app/unbuilt", apart), "a default not measured here is no yardstick"
     times = _two_flavors("lower", {"min": 31.8, "max": 32.9}, {"min": 33.0, "max": 33.8})
     assert defaults.clearly_faster("app/a", "app/b", times) and not defaults.clearly_faster("app/b", "app/a", times)
+
+
+def _lmp_runs(older: tuple, newer: tuple) -> dict:
+    """lmp/openblas-mpich in both versions, the newer being the default version."""
+    return {
+        "melt": {
+            "figures": {"loop_time": {"better": "lower", "unit": "s"}},
+            "benchmark": True,
+            "results": [
+                _result("lmp/openblas-mpich/20210929.2", "flavor", loop_time=older),
+                _result("lmp/openblas-mpich", "flavor", loop_time=newer),
+                _result("lmp/debian-lammps", "baseline", loop_time=(1.0, 1.0, 1.0)),
+            ],
+        }
+    }
+
+
+def test_a_default_is_chosen_among_the_versions_the_flavor_names_load():
+    """A default is written as a flavor's name, which loads its default
+    version: the 2021 release's speed must not choose the flavor whose name
+    loads the 2025 one."""
+    cases = defaults.loadable(_lmp_runs(older=(5.0, 5.1, 5.2), newer=(9.0, 9.1, 9.2)))
+    assert [r["name"] for r in cases["melt"]["results"]] == ["lmp/openblas-mpich", "lmp/debian-lammps"]
+    assert defaults.fastest(cases) == "lmp/openblas-mpich"
+
+
+def test_a_run_that_did_not_measure_the_default_says_so():
+    cases = _lmp_runs(older=(5.0, 5.1, 5.2), newer=(9.0, 9.1, 9.2))
+    note = defaults.note("lmp/openblas-mpich/20210929.2", "lmp/openblas-omp", True, None, cases)
+    assert note == "the default lmp/openblas-omp was not measured in this run"
+    note = defaults.note("lmp/openblas-mpich/20210929.2", "lmp/openblas-mpich", True, None, cases)
+    assert note.startswith("ahead of the default lmp/openblas-mpich in this run")
 
 
 def test_each_round_starts_one_further_down_the_list():
@@ -333,8 +421,12 @@ def test_each_round_starts_one_further_down_the_list():
 
 def test_ratios_are_to_the_best_flavor():
     results = [_result("a", "flavor", hpl_gflops=(1, 80.0, 1)), _result("b", "flavor", hpl_gflops=(1, 40.0, 1))]
+    results.append(_result("a-opt", "accelerated", hpl_gflops=(1, 160.0, 1)))
     measure.ratios(results, {"figures": GFLOPS})
-    assert [r["figures"]["hpl_gflops"]["ratio"] for r in results] == [1.0, 2.0]
+    assert [r["figures"]["hpl_gflops"]["ratio"] for r in results] == [1.0, 2.0, 0.5]
+    alone = [_result("d", "baseline", hpl_gflops=(1, 20.0, 1)), _result("r", "reference", hpl_gflops=(1, 10.0, 1))]
+    measure.ratios(alone, {"figures": GFLOPS})
+    assert [r["figures"]["hpl_gflops"]["ratio"] for r in alone] == [1.0, 2.0]
 
 
 def test_the_preload_gain_is_each_flavor_with_its_library_against_without(monkeypatch):
@@ -358,6 +450,23 @@ def test_the_preload_gain_is_each_flavor_with_its_library_against_without(monkey
     monkeypatch.setattr(host, "vendor", lambda: "GenuineIntel")
     intel = goals.preload_gain({"figure": "hpl_gflops", "at_least": 1.05}, hpl, {})
     assert intel["verdict"].startswith("not measured: on an Intel CPU"), intel
+
+
+def test_one_round_of_several_flavors_is_no_interval(monkeypatch):
+    """A reduced run's one round of four MKL flavors, gains 1.20, 1.21,
+    1.19, 1.21: how far apart the flavors are is no spread of the runs, and
+    was printed as a 95% interval and judged met."""
+    monkeypatch.setattr(host, "vendor", lambda: "AuthenticAMD")
+    runs = []
+    for i, (with_it, without) in enumerate([(36.0, 30.0), (36.3, 30.0), (35.7, 30.0), (36.3, 30.0)]):
+        runs.append(_rounds(_result(f"hpl/mkl-{i}", "flavor", hpl_gflops=(0, 0, 0)), hpl_gflops=[with_it]))
+        off = _rounds(
+            _result(f"hpl/mkl-{i}-without-preload", "without_preload", hpl_gflops=(0, 0, 0)), hpl_gflops=[without]
+        )
+        runs.append({**off, "of": f"hpl/mkl-{i}"})
+    judged = goals.preload_gain({"figure": "hpl_gflops", "at_least": 1.05}, _app(runs, GFLOPS), {})
+    assert judged["verdict"] == "not resolved: one round, no interval", judged
+    assert "CI" not in judged["figure"] and judged["figure"].startswith("1.20x (hpl/mkl-0 30 -> 36;"), judged
 
 
 def test_a_hybrid_flavor_runs_as_ranks_then_as_threads_at_equal_cores():

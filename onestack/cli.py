@@ -272,10 +272,8 @@ def cmd_check(args) -> None:
     if not args.built:
         _check(selected)
         return
-    # Under the prefix, whose path is checked (it lands in the modules), and
-    # not TMPDIR's, which may not pass that check.
-    with tempfile.TemporaryDirectory(prefix="modules-built-", dir=paths.prefix()) as tree:
-        os.environ["ONESTACK_MODULES"] = tree
+    with publish.built_tree() as tree:
+        os.environ["ONESTACK_MODULES"] = str(tree)
         print(f"==> check: the builds of {', '.join(f.module_name for f in selected)} published into {tree}")
         publish.publish(selected)
         _check(selected)

@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import stat
+import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List, Tuple
@@ -76,8 +77,47 @@ def _remove_incomplete() -> None:
         return
     for release in releases_dir().iterdir():
         if not (release / COMPLETE_MARK).exists():
-            _make_writable(release)
-            shutil.rmtree(release)
+            remove(release)
+
+
+def remove(tree: Path) -> None:
+    """A module tree's folder, removed with its folders made writable and
+    its files' modes left alone: its entry points are hard links to the
+    dispatcher in Spack's tree, one file with the live release's, and a
+    removal that makes files writable first (tempfile's, where a folder
+    refuses a user who is not root) changes the live release's too."""
+    _make_writable(tree)
+    shutil.rmtree(tree)
+
+
+# `check --built`'s trees under the prefix, named for their process.
+BUILT_TREE = "modules-built-"
+
+
+@contextlib.contextmanager
+def built_tree():
+    """A module tree of its own under the prefix (whose path is checked: it
+    lands in the modules), for `check --built`; removed after, and first
+    the trees of such checks whose process is gone (killed)."""
+    for stale in paths.prefix().glob(f"{BUILT_TREE}*"):
+        pid = stale.name.removeprefix(BUILT_TREE).split("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            remove(stale)
+    tree = Path(tempfile.mkdtemp(prefix=f"{BUILT_TREE}{os.getpid()}-", dir=paths.prefix()))
+    try:
+        yield tree
+    finally:
+        remove(tree)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's
+    return True
 
 
 def _make_writable(tree: Path) -> None:

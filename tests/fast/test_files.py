@@ -4,10 +4,13 @@ that fails half-way leaves the previous one, and no partial, behind."""
 import grp
 import os
 import stat
+import subprocess
+from pathlib import Path
 
 import pytest
 
 from onestack import cli, files, paths
+from onestack.modules import publish
 from onestack.spack import vendor
 
 
@@ -109,3 +112,46 @@ def test_a_sites_group_reads_the_vendor_libraries_and_images_and_others_do_not(t
         assert stat.S_IMODE(mode.st_mode) == 0o750 and mode.st_gid == os.getgid(), name
     cli._gate_software_folders(tmp_path, {"read": "world"})
     assert all(stat.S_IMODE((tmp_path / n).stat().st_mode) == 0o755 for n in cli.SOFTWARE_FOLDERS)
+
+
+def _published_like(tree: Path, dispatcher: Path) -> Path:
+    """A module tree as a publish leaves it: folders 555, an entry point
+    hard-linked to the dispatcher of Spack's tree (read-only, 555)."""
+    (tree / "dispatch" / "bin").mkdir(parents=True)
+    os.link(dispatcher, tree / "dispatch" / "bin" / "pw.x")
+    for folder in (tree / "dispatch" / "bin", tree / "dispatch", tree):
+        folder.chmod(0o555)
+    return tree
+
+
+def test_a_module_tree_is_removed_without_changing_its_files_modes(tmp_path, monkeypatch):
+    """tempfile's cleanup, where a 555 folder refused a user who is not
+    root, made the first file it met mode 700: the dispatcher hard-linked
+    into the live release too, whose entry points other users then could
+    not run."""
+    dispatcher = tmp_path / "onestack-dispatch"
+    dispatcher.write_text("#!/bin/sh\n")
+    dispatcher.chmod(0o555)
+    changed = []
+    chmod = os.chmod
+    monkeypatch.setattr(os, "chmod", lambda path, mode, **kw: (changed.append(Path(path)), chmod(path, mode, **kw)))
+    publish.remove(_published_like(tmp_path / "tree", dispatcher))
+    assert not (tmp_path / "tree").exists()
+    assert changed and all(p.is_dir() or not p.exists() for p in changed), changed
+    assert stat.S_IMODE(dispatcher.stat().st_mode) == 0o555
+
+
+def test_check_built_trees_are_removed_after_and_those_of_killed_checks_first(tmp_path, monkeypatch):
+    monkeypatch.setenv("ONESTACK_PREFIX", str(tmp_path))
+    dispatcher = tmp_path / "onestack-dispatch"
+    dispatcher.write_text("#!/bin/sh\n")
+    killed = subprocess.Popen(["true"])
+    killed.wait()
+    stale = _published_like(tmp_path / f"{publish.BUILT_TREE}{killed.pid}-abc", dispatcher)
+    running = tmp_path / f"{publish.BUILT_TREE}{os.getppid()}-def"
+    running.mkdir()
+    with publish.built_tree() as tree:
+        assert tree.parent == tmp_path and tree.name.startswith(f"{publish.BUILT_TREE}{os.getpid()}-")
+        assert not stale.exists() and running.is_dir()
+        _published_like(tree / "release", dispatcher)
+    assert not tree.exists() and running.is_dir()

@@ -533,7 +533,11 @@ def main(argv=None) -> int:
     try:
         # Spack reads the install tree from spack.yaml's $ONESTACK_PREFIX: the site's, unless set.
         os.environ["ONESTACK_PREFIX"] = str(site.prefix())
-        args.func(args)
+        # A stop signal raised (commands.Stopped), not ending Python where it
+        # stands: `finally` blocks run (a partial file removed, a lock freed
+        # after the command it guards) and commands are ended with it.
+        with commands.stopped_as_exit():
+            args.func(args)
     except OnestackError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -22,10 +22,23 @@ def run_whole(argv: List[str], timeout: float, input: Optional[str] = None, **po
     input, if given, on its stdin."""
     if input is not None:
         popen["stdin"] = subprocess.PIPE
+    return _in_session(argv, timeout, input, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen)
+
+
+def run_in_session(argv: List[str], capture: bool = False, **popen) -> Tuple[int, Optional[str], Optional[str]]:
+    """A command as run_whole runs it, with no time limit, its output shown
+    unless captured: a Spack install or module refresh writing into the
+    prefix, which a stop (a cancelled job, `kill`) must not leave running
+    once onestack, and with it its lock on the prefix, is gone."""
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE} if capture else {}
+    return _in_session(argv, None, None, **pipes, **popen)
+
+
+def _in_session(
+    argv: List[str], timeout: Optional[float], input: Optional[str], **popen
+) -> Tuple[int, Optional[str], Optional[str]]:
     with stopped_as_exit(), _Held() as starting:
-        proc = subprocess.Popen(
-            argv, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, **popen
-        )
+        proc = subprocess.Popen(argv, text=True, start_new_session=True, **popen)
         with proc:
             try:
                 starting.release()

@@ -3,7 +3,6 @@
 import contextlib
 import hashlib
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -11,7 +10,7 @@ from typing import Dict, List, Optional, Tuple
 
 import yaml
 
-from onestack import files, paths, stack
+from onestack import commands, files, paths, stack
 from onestack.errors import OnestackError
 from onestack.stack import DISPATCHER, cpus, preload_packages, site
 from onestack.stack.flavors import Flavor
@@ -209,10 +208,10 @@ def run(*args: str, quiet: bool = False, env: Optional[Dict[str, str]] = None, s
     said = said or " ".join(args)
     print(f"==> spack {said}", flush=True)
     started = time.monotonic()
-    proc = subprocess.run(cmd, text=True, capture_output=quiet, env=env)
-    if proc.returncode != 0:
-        detail = (proc.stdout + proc.stderr)[-4000:] if quiet else ""
-        raise SpackError(f"`spack {said}` failed (exit {proc.returncode})\n{detail}")
+    code, out, err = commands.run_in_session(cmd, capture=quiet, env=env)
+    if code != 0:
+        detail = (out + err)[-4000:] if quiet else ""
+        raise SpackError(f"`spack {said}` failed (exit {code})\n{detail}")
     # The build stage's time is mostly the solve's and the installs': each said.
     print(f"==> spack {said.split()[0]}: {time.monotonic() - started:.0f} s", flush=True)
 
@@ -224,11 +223,11 @@ def query(script: str, *args: str):
     module index) where no Spack command prints the fact we need.
     """
     cmd = command("python", str(INSIDE_SPACK / f"{script}.py"), *args)
-    proc = subprocess.run(cmd, text=True, capture_output=True)
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stderr)
-        raise SpackError(f"spack python {script}.py failed (exit {proc.returncode})")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    code, out, err = commands.run_in_session(cmd, capture=True)
+    if code != 0:
+        sys.stderr.write(err)
+        raise SpackError(f"spack python {script}.py failed (exit {code})")
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def _flavor_roots(specs: List[str]) -> Dict[str, Optional[dict]]:

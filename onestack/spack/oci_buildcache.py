@@ -21,8 +21,8 @@ repository's files.
 import base64
 import hashlib
 import json
+import signal
 import ssl
-import subprocess
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -31,7 +31,7 @@ from typing import Dict, List
 
 import yaml
 
-from onestack import paths
+from onestack import commands, paths
 from onestack.spack import SpackError, command, scope
 
 MIRROR = "onestack-registry"
@@ -61,11 +61,10 @@ def write_scope(folder: Path, url: str, install_root: Path = None) -> Path:
 
 
 def _run(argv: List[str], env: Dict[str, str], cwd: Path) -> None:
-    proc = subprocess.run(argv, text=True, capture_output=True, env=env, cwd=cwd, timeout=TIMEOUT_S)
-    if proc.returncode != 0:
-        raise SpackError(
-            f"`{' '.join(argv[1:])}` failed (exit {proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}"
-        )
+    code, out, err = commands.run_whole(argv, TIMEOUT_S, env=env, cwd=cwd)
+    if code != 0:
+        limit = f" (killed past its {TIMEOUT_S} s)" if code == -signal.SIGKILL else ""
+        raise SpackError(f"`{' '.join(argv[1:])}` failed (exit {code}){limit}:\n{(out + err)[-3000:]}")
 
 
 def push(hashes: List[str], scope: Path, env: Dict[str, str]) -> None:

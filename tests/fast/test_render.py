@@ -19,7 +19,7 @@ import lupa
 import pytest
 import yaml
 
-from onestack import apt_sources, commands, data, host, paths, render, spack, stack
+from onestack import apt_sources, cli, commands, data, files, host, paths, render, spack, stack
 from onestack.images import ImageError, base
 from onestack.images import flavor as images
 from onestack.images.apptainer import Apptainer, ApptainerError
@@ -926,6 +926,41 @@ def test_a_command_is_ended_when_we_are_stopped_while_it_starts(signum, raised, 
     finally:
         with contextlib.suppress(ProcessLookupError, IndexError):
             os.kill(started[0], signal.SIGKILL)
+
+
+@pytest.mark.usefixtures("stop_signals_at_their_defaults")
+def test_a_spack_command_is_ended_with_onestack_when_it_is_stopped(tmp_path, monkeypatch):
+    """`kill <onestack>` (SIGTERM to onestack alone, not its group) ended
+    Python at once and freed its lock on the prefix, while Spack (a module
+    refresh, an install and its builds) went on writing there."""
+    script = (
+        "python3 -c 'import os, time; os.setpgid(0, 0); time.sleep(300)' >/dev/null 2>&1 &\n"
+        f"echo $! > {tmp_path}/pid\nkill -TERM {os.getpid()}\nwait\n"
+    )
+    monkeypatch.setattr(spack, "command", lambda *args: ["bash", "-c", script])
+    monkeypatch.setattr(spack, "install", lambda: spack.run("install"))
+    monkeypatch.setattr(cli, "_check_baseline", lambda: None)
+    monkeypatch.setattr(cli, "_concretize", lambda args: None)
+    monkeypatch.setattr(cli.mirror, "fill", lambda **kw: None)
+    assert cli.main(["build"]) == 128 + signal.SIGTERM
+    _assert_killed(int((tmp_path / "pid").read_text()))
+
+
+@pytest.mark.usefixtures("stop_signals_at_their_defaults")
+def test_a_stop_between_commands_runs_onestacks_finally_blocks(tmp_path, monkeypatch):
+    """Outside any command, a SIGTERM ended Python where it stood: a partial
+    file was left, a lock kept past what it guards."""
+    partial = tmp_path / "image.sif"
+
+    def stopped_half_way(args):
+        with files.replacing(partial) as writing:
+            writing.write_text("half")
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+
+    monkeypatch.setattr(cli, "_check_baseline", lambda: stopped_half_way(None))
+    assert cli.main(["build"]) == 128 + signal.SIGTERM
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.usefixtures("stop_signals_at_their_defaults")

@@ -23,7 +23,7 @@ import onestack.problems as problems
 from onestack import data, files, paths, render, spack
 from onestack.errors import OnestackError
 from onestack.images import ImageError, apptainer, base, keys
-from onestack.modules import dispatch
+from onestack.modules import dispatch, publish
 from onestack.problems import runner
 from onestack.spack import scope, vendor
 from onestack.stack import DISPATCHER, site
@@ -437,6 +437,35 @@ def build(flavor: Flavor, roots: Dict[str, dict]) -> Path:
     return image
 
 
+def exclusive():
+    """One `make images` or `make push-images` at a time: two images would
+    race on the buildcache's index and on the build contexts of .generated,
+    and a push would send an image replaced after it was checked."""
+    return files.exclusive(
+        images_dir() / ".images.lock", f"`make images` or `push-images` in {images_dir()}", ImageError
+    )
+
+
+def _not_live(flavor: Flavor, roots: Dict[str, dict]) -> str:
+    """Why the flavor's builds here are not those of the live release, which
+    users load (its image in the images folder would pass for them): a
+    flavor not published there, or built since (a publish that failed, a
+    rollback). "" where they are, or where the release names no builds."""
+    release = publish.current_release()
+    live = publish.release_manifest(release).get("builds")
+    if live is None:
+        return ""
+    if flavor.module_name not in live:
+        return f"not in the live release ({release.name}): publish it first (make stack FLAVORS={flavor.module_name})"
+    if set(live[flavor.module_name]) != set(spack.build_hashes(flavor, roots)):
+        return (
+            f"its builds here are not the live release's ({release.name}): publish them (make stack), or, after "
+            "`make rollback`, make its image from a checkout of the commit that published the live release "
+            "(docs/site-staff/releases.md)"
+        )
+    return ""
+
+
 def build_all(selected: List[Flavor]) -> List[Path]:
     """Images of the selected flavors that are published and built here; a
     flavor that cannot have one is named with the reason, the others go on,
@@ -448,10 +477,13 @@ def build_all(selected: List[Flavor]) -> List[Path]:
     if built and all(f.desktop_unfit for f in built):
         raise ImageError("no image of the flavors asked for: they run only on the site's fabric (above)")
     built = [f for f in built if not f.desktop_unfit]
-    images, refused = [], []
-    # One `make images` at a time: two would race on the buildcache's index
-    # and on the build contexts of .generated.
-    with files.exclusive(images_dir() / ".images.lock", f"`make images` into {images_dir()}", ImageError):
+    images, refused, asked = [], [], len(built)
+    for flavor, why in [(f, _not_live(f, roots)) for f in built]:
+        if why:
+            refused.append(f"{flavor.module_name}: {why}")
+            print(f"==> images: no image of {flavor.module_name}: {why}")
+            built.remove(flavor)
+    with exclusive():
         for flavor in built:
             try:
                 images.append(build(flavor, roots))
@@ -459,5 +491,5 @@ def build_all(selected: List[Flavor]) -> List[Path]:
                 refused.append(f"{flavor.module_name}: {err}")
                 print(f"==> images: no image of {flavor.module_name}: {err}")
     if refused:
-        raise ImageError(f"{len(refused)} of {len(built)} images could not be built:\n" + "\n".join(refused))
+        raise ImageError(f"{len(refused)} of {asked} images could not be built:\n" + "\n".join(refused))
     return images

@@ -13,13 +13,14 @@ credentials are the site's, given by variables (a CI job maps its own to them):
 
 import os
 import re
+import sys
 import tempfile
 from pathlib import Path
 from typing import List, Optional
 
 from onestack import paths, spack, stack
 from onestack.images import ImageError, apptainer, keys
-from onestack.images.flavor import images_dir, module_image
+from onestack.images.flavor import exclusive, images_dir, module_image
 from onestack.modules import publish
 from onestack.spack import oci_buildcache
 from onestack.stack.flavors import Flavor
@@ -99,6 +100,11 @@ def push_all() -> List[str]:
     with the site's public key written beside them for desktop users;
     returns the references pushed."""
     settings = _settings("push-images")
+    with publish.exclusive(), exclusive():
+        return _push_live(settings)
+
+
+def _push_live(settings: dict) -> List[str]:
     images = live_images()
     if not images:
         raise ImageError(
@@ -162,6 +168,9 @@ def _push_under(runner, images: List[Path], where: str, tag: str, signer: str, f
             apptainer.push(runner, image, reference, signer)
         except ImageError as err:
             raise ImageError(f"push-images: {failed(reference, pushed)}.\n{err}") from err
+        except KeyboardInterrupt:  # Ctrl-C, or a stop signal (commands.Stopped)
+            print(f"push-images: stopped: {failed(reference, pushed)}", file=sys.stderr, flush=True)
+            raise
         print(f"==> push-images: {reference}")
         pushed.append(reference)
     return pushed

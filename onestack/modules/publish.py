@@ -476,10 +476,11 @@ def _init_files(release: Path, selected: List[Flavor]) -> None:
     _render("lmodrc.lua.j2", release / "init" / "lmodrc.lua", release=release.name, cache_dir=release / "cache")
 
 
-def _exclusive() -> contextlib.AbstractContextManager:
+def exclusive() -> contextlib.AbstractContextManager:
     """One publish or rollback of a tree at a time: a second one would drop
     the first's release in the making as a leftover (`_remove_incomplete`),
-    or race it to the `current` link."""
+    or race it to the `current` link; and none while images of the live
+    release are pushed (push-images), which must stay live under it."""
     root = paths.modules_root()
     return files.exclusive(root / ".publish.lock", f"publish or rollback of {root}", PublishError)
 
@@ -527,7 +528,7 @@ def publish(selected: List[Flavor], force: bool = False) -> Path:
     """Generate, check and switch to a new release of the module tree with the
     built flavors of selected; nothing is generated when the live release was
     made from the same inputs (unless forced)."""
-    with _exclusive():
+    with exclusive():
         return _publish(selected, force)
 
 
@@ -631,7 +632,7 @@ def rollback() -> Path:
     """Make the release that was live before the live one live again (not
     merely the one named before it: a release marked complete by a publish
     killed before its switch was never live)."""
-    with _exclusive():
+    with exclusive():
         live = current_release()
         history = [name for name in _history() if (releases_dir() / name / COMPLETE_MARK).exists()]
         while history and history[-1] == live.name:

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from onestack import stack
+from onestack import commands, stack
+from onestack.errors import OnestackError
 from onestack.images import flavor, push
 from onestack.modules import publish
 
@@ -108,3 +109,64 @@ def test_every_image_is_staged_before_the_users_tag_changes(failing, tmp_path):
         assert sent == staged[:1] and "tag latest is as it was" in str(raised.value), (sent, raised.value)
     else:
         assert sent == [*staged, "a:latest"] and "mixes this run's images" in str(raised.value), sent
+
+
+def test_make_images_makes_images_of_the_live_releases_builds_only(live, monkeypatch, capsys):
+    """Its images folder is what users see: an image of a build that is not
+    live (one built after a publish that failed, or before a rollback; a
+    flavor not published) would pass for the build `module load` gives."""
+    (live / publish.COMPLETE_MARK).write_text(
+        json.dumps(
+            {
+                "flavors": ["hpl/openblas-mpich", "hpl/mkl-mpich"],
+                "builds": {"hpl/openblas-mpich": ["aaa"], "hpl/mkl-mpich": ["bbb"]},
+            }
+        )
+    )
+    matrix = stack.load()
+    asked = [matrix.flavor(n) for n in ("hpl/openblas-mpich", "hpl/mkl-mpich", "hpl/openblas-openmpi")]
+    here = {"hpl/openblas-mpich": ["aaa"], "hpl/mkl-mpich": ["ccc"], "hpl/openblas-openmpi": ["ddd"]}
+    monkeypatch.setattr(flavor.spack, "installed", lambda flavors: (flavors, {}))
+    monkeypatch.setattr(flavor.spack, "build_hashes", lambda f, roots: here[f.module_name])
+    monkeypatch.setattr(flavor, "build", lambda f, roots: flavor.sif_path(f))
+    with pytest.raises(flavor.ImageError) as refused:
+        flavor.build_all(asked)
+    assert str(refused.value).startswith("2 of 3 images could not be built:\n"), refused.value
+    assert f"hpl/mkl-mpich: its builds here are not the live release's ({live.name})" in str(refused.value)
+    assert f"hpl/openblas-openmpi: not in the live release ({live.name}): publish it first" in str(refused.value)
+    assert "no image of hpl/openblas-mpich" not in capsys.readouterr().out
+
+
+def test_a_stop_while_the_users_tag_moves_says_what_it_left(monkeypatch, capsys, tmp_path):
+    """A SIGTERM after one of two images was tagged left the tag mixing
+    this run's images with older ones, and said nothing of it."""
+    pushed = []
+
+    def push_or_stopped(runner, image, reference, signer):
+        if pushed:
+            raise commands.Stopped(15)
+        pushed.append(reference)
+
+    monkeypatch.setattr(push.apptainer, "push", push_or_stopped)
+    images = [tmp_path / "hpl-a.sif", tmp_path / "hpl-b.sif"]
+
+    def tagging_failed(reference, done):
+        return f"{reference} failed after {len(done)} of 2 images were tagged"
+
+    with pytest.raises(commands.Stopped):
+        push._push_under(None, images, "oras://registry/site", "v1", "fp", tagging_failed)
+    assert (
+        "push-images: stopped: oras://registry/site/hpl-b:v1 failed after 1 of 2 images were tagged"
+        in capsys.readouterr().err
+    )
+
+
+@pytest.mark.parametrize("held", ["publish", "images"])
+def test_images_are_not_pushed_while_a_publish_or_an_image_build_runs(live, monkeypatch, held):
+    """Between an image's check and its push, a rollback could change which
+    release is live, or `make images` rename another image over it."""
+    for name in push.VARIABLES:
+        monkeypatch.setenv(name, "registry.test/hpc" if name == "ONESTACK_REGISTRY" else "x")
+    lock = publish.exclusive() if held == "publish" else flavor.exclusive()
+    with lock, pytest.raises(OnestackError, match=r"another .* is running \(pid \d+\)"):
+        push.push_all()

@@ -1127,6 +1127,8 @@ def test_an_infiniband_sites_images_run_on_a_desktop(monkeypatch, tmp_path):
     monkeypatch.setenv("ONESTACK_PREFIX", str(tmp_path))
     monkeypatch.setattr(images.spack, "installed", lambda flavors: (flavors, {}))
     monkeypatch.setattr(images, "build", lambda flavor, roots: flavor.module_name)
+    monkeypatch.setattr(images.publish, "current_release", lambda: tmp_path / "release")
+    monkeypatch.setattr(images.publish, "release_manifest", lambda release: {"flavors": [impi.module_name]})
     assert images.build_all([impi, mvapich2]) == ["hpl/openblas-impi"]
     with pytest.raises(ImageError, match="they run only on the site's fabric"):
         images.build_all([mvapich2])

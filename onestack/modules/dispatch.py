@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from onestack import files, host, paths, render
+from onestack import data, files, host, paths, render
 from onestack.errors import OnestackError
 from onestack.stack import DISPATCHER, cpus
 from onestack.stack.flavors import Flavor
@@ -85,7 +85,11 @@ def programs(flavor: Flavor, builds: List[Tuple[str, str]]) -> List[str]:
         here = {f.name for f in Path(folder).iterdir() if f.is_file() and os.access(f, os.X_OK) and files.is_elf(f)}
         names = here if names is None else names & here
     if flavor.app.program not in (names or ()):
-        raise DispatchError(f"{flavor.module_name}: {flavor.app.program} is not in every build ({builds})")
+        raise DispatchError(
+            f"{data.location(flavor.app.file)}: program: {flavor.app.program} is not an executable of every build "
+            f"of {flavor.module_name} ({', '.join(folder for _, folder in builds)}; those of them all: "
+            f"{', '.join(sorted(names or ())) or 'none'}); name the one users run among them"
+        )
     return sorted(names)
 
 

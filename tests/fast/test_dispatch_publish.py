@@ -7,7 +7,7 @@ import shutil
 import pytest
 from archspec import cpu as archspec
 
-from onestack import stack
+from onestack import data, stack
 from onestack.modules import dispatch
 from onestack.spack.environment import DISPATCHER
 from tests.fast import dispatch_tree as tree
@@ -64,8 +64,12 @@ def test_entry_points_over_the_installed_builds(installs, tmp_path):
 def test_a_program_missing_from_a_build_is_not_dispatched(installs, tmp_path):
     flavor, roots = installs
     (tmp_path / "x86-64-v3" / "bin" / "hpcc").unlink()
-    with pytest.raises(dispatch.DispatchError, match="hpcc is not in every build"):
+    with pytest.raises(dispatch.DispatchError) as refused:
         dispatch.write(tmp_path / "release", flavor, roots)
+    assert str(refused.value).startswith(
+        f"{data.location(flavor.app.file)}: program: hpcc is not an executable of every build"
+    )
+    assert str(refused.value).endswith("name the one users run among them")
 
 
 @pytest.mark.parametrize(

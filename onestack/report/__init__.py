@@ -93,21 +93,31 @@ def _default(app: str, cases: dict, out: Path, full: bool) -> dict:
     default = next(f.module_name for f in stack.load().flavors if f.app.module == app and f.is_default)
     beyond_noise = best is not None and defaults.clearly_faster(best, default, headline)
     chosen = best if beyond_noise else default
-    # Before the record: a full run writes this host's CPU into the entry.
-    elsewhere = defaults.measured_elsewhere(app)
-    change = (
-        defaults.record(app, chosen, defaults.reason(chosen, headline, out.name, beyond_noise))
-        if full and best is not None
-        else None
-    )
+    written = full and best is not None
+    change = defaults.change(app, chosen) if written else None
     return {
         "app": app,
         "cases": cases,
         "fastest": best,
         "default_change": change,
         "default_note": defaults.note(best, default, beyond_noise, change, headline),
-        "default_measured_elsewhere": elsewhere,
+        "default_measured_elsewhere": defaults.measured_elsewhere(app),
+        # Written by _record_defaults once the whole report is
+        "default_record": (app, chosen, defaults.reason(chosen, headline, out.name, beyond_noise)) if written else None,
     }
+
+
+def _pending_defaults(apps: List[dict]) -> List[tuple]:
+    """The apps' defaults to write, taken out of what the report saves."""
+    return [record for a in apps if (record := a.pop("default_record"))]
+
+
+def _record_defaults(pending: List[tuple]) -> None:
+    """The defaults into the site file, once the report is whole: a report
+    that fails half-way must not have changed what `module load <app>`
+    loads at the next publish."""
+    for app, module, why in pending:
+        print(f"==> report: {defaults.record(app, module, why)}")
 
 
 def _measure_app(
@@ -174,8 +184,10 @@ def make_defaults(apps: List[str]) -> Path:
         cases = _measure_cases(init, app, [c for c in flavors if c["app"] == app], out, reduced=False)
         measured.append(_default(app, cases, out, full=True))
         print(f"==> report: fastest {app} flavor: {measured[-1]['fastest']} ({measured[-1]['default_note']})")
+    pending = _pending_defaults(measured)
     (out / "results.json").write_text(json.dumps({"host": host.describe(), "apps": measured}, indent=1, default=str))
     print(f"==> report: {out / 'results.json'}")
+    _record_defaults(pending)
     return out
 
 
@@ -211,6 +223,7 @@ def make(reduced: bool, only: Optional[List[str]] = None) -> Path:
         "==> report: MPI benchmarks within a node and between 2 nodes of the virtual cluster:\n"
         + links.get("table", links.get("skipped", ""))
     )
+    pending = _pending_defaults(apps)
     # results.json before index.html: the page is the mark of a whole report (latest).
     (out / "results.json").write_text(
         json.dumps(
@@ -232,6 +245,7 @@ def make(reduced: bool, only: Optional[List[str]] = None) -> Path:
         interconnect=links,
         host=cpu,
     )
+    _record_defaults(pending)
     _print_verdicts(judged, apps, cpu)
     print(f"==> report: {out / 'index.html'}")
     return out

@@ -125,26 +125,33 @@ def measured_elsewhere(app: str) -> Optional[str]:
     return f"the site default {entry['flavor']} was measured on {entry['measured_on']}, not on this host's CPU"
 
 
-def record(app: str, module: str, why: str) -> str:
-    """Write the app's default at this site with this run's reason and CPU
-    (default_flavors of the site file, comments kept): a new flavor, or the
-    same one re-measured; returns the change in words."""
+def change(app: str, module: str) -> str:
+    """What record() will write for the app, in words: a new flavor, or the
+    same one re-measured (and where it was chosen before)."""
     file = site.load().file
     # Its flavor's name: a default flavor holds in every version (the site's
     # `versions` chooses which one loads).
     flavor = stack.load().flavor(module).name
+    before = site.load().default_flavors.get(app, {})
+    notes = ["kept, its reason re-measured"] if before.get("flavor") == flavor else []
+    if before.get("measured_on", host.describe()) not in _this_cpu():
+        notes.append(f"chosen before on {before['measured_on']}")
+    return f"{file}: default_flavors.{app}: {flavor}" + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def record(app: str, module: str, why: str) -> str:
+    """Write the app's default at this site with this run's reason and CPU
+    (default_flavors of the site file, comments kept): a new flavor, or the
+    same one re-measured; returns the change in words (change())."""
+    said = change(app, module)
+    file = site.load().file
     yaml = YAML()
     yaml.width = 100
     document = yaml.load(file.read_text())
     defaults = document.setdefault("default_flavors", {})
-    before = defaults.get(app, {})
-    kept = before.get("flavor") == flavor
-    defaults[app] = {"flavor": flavor, "why": why, "measured_on": host.describe()}
+    defaults[app] = {"flavor": stack.load().flavor(module).name, "why": why, "measured_on": host.describe()}
     with files.replacing(file) as partial, open(partial, "w") as handle:
         yaml.dump(document, handle)
     site._load.cache_clear()
     stack._load.cache_clear()
-    notes = ["kept, its reason re-measured"] if kept else []
-    if before.get("measured_on", host.describe()) not in _this_cpu():
-        notes.append(f"chosen before on {before['measured_on']}")
-    return f"{file}: default_flavors.{app}: {flavor}" + (f" ({'; '.join(notes)})" if notes else "")
+    return said

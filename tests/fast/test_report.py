@@ -344,6 +344,28 @@ def test_a_full_run_restates_the_default_it_keeps_with_its_figures_and_cpu(tmp_p
     assert comments and all(c in (folder / "site.yaml").read_text() for c in comments), "the site file's comments"
 
 
+def test_a_full_runs_default_is_written_only_once_its_report_is_whole(tmp_path, monkeypatch):
+    """The site file changed in the middle of a run: a run that failed after
+    it still changed what `module load hpl` loads at the next publish."""
+    folder = tmp_path / "mysite"
+    shutil.copytree(paths.data_root() / "sites" / "default", folder)
+    monkeypatch.setenv("ONESTACK_SITE", str(folder))
+    before = (folder / "site.yaml").read_text()
+    figures = {"gflops": {"better": "higher", "unit": "GFLOPS"}}
+    fast, slow = (
+        _result(m, "flavor", gflops=v)
+        for m, v in (("hpl/mkl-mpich", (40, 41, 42)), ("hpl/openblas-mpich", (30, 31, 32)))
+    )
+    cases = {"hpl": {"figures": figures, "results": [fast, slow], "benchmark": False}}
+    measured = report._default("hpl", cases, tmp_path / "20261205-180000", full=True)
+    assert ": default_flavors.hpl: mkl-mpich (chosen before on " in measured["default_change"], measured
+    assert (folder / "site.yaml").read_text() == before, "written before the report was whole"
+    pending = report._pending_defaults([measured])
+    assert "default_record" not in measured and [p[:2] for p in pending] == [("hpl", "hpl/mkl-mpich")]
+    report._record_defaults(pending)
+    assert site.load().default_flavors["hpl"]["flavor"] == "mkl-mpich"
+
+
 def test_a_defaults_run_takes_whole_applications_only():
     with pytest.raises(OnestackError, match="name whole applications"):
         report.make_defaults(["hpl/openblas-mpich"])

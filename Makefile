@@ -132,7 +132,10 @@ cluster: venv
 cluster-env: venv
 	@$(CLUSTER) env
 
-cluster-down: venv
+# Its venv as it is, if any: a removal must not wait on PyPI (a changed
+# setup/requirements.txt would be installed first, and fail offline).
+cluster-down:
+	@. setup/env.sh && [ -x "$$ONESTACK_VENV/bin/python" ] || bash setup/venv.sh
 	@$(CLUSTER) down
 
 # The Intel MPI Benchmarks within a node and between nodes, per MPI and per

@@ -62,8 +62,9 @@ class _Held:
     returns) or before the `try` that ends the session, one would leave the
     session running, its pid unknown; raised inside _kill_session, it would
     leave the processes not killed yet. It is raised at release(), or at the
-    block's end. Signals reach the main thread only: elsewhere nothing is
-    held."""
+    block's end; within an outer such block (finished_whole), it is handed to
+    that block, raised at its end. Signals reach the main thread only:
+    elsewhere nothing is held."""
 
     current: Optional["_Held"] = None
 
@@ -91,6 +92,9 @@ class _Held:
         _Held.current = self.outer
         if self.interrupt is not None:
             signal.signal(signal.SIGINT, self.interrupt)
+        if self.signum is not None and self.outer is not None:
+            self.outer.hold(self.signum, None)
+            return
         if self.signum == signal.SIGINT:
             raise KeyboardInterrupt
         if self.signum is not None:
@@ -144,6 +148,15 @@ def stopped_as_exit() -> Iterator[None]:
     finally:
         for sig in armed:
             signal.signal(sig, before[sig])
+
+
+@contextlib.contextmanager
+def finished_whole() -> Iterator[None]:
+    """A block that must finish once begun (a cluster's removal): Ctrl-C and
+    the stop signals that reach it are held, and raised at its end (as
+    Stopped or KeyboardInterrupt)."""
+    with stopped_as_exit(), _Held():
+        yield
 
 
 def _stop(signum, frame):

@@ -246,8 +246,15 @@ def _make(config: Config) -> None:
 def down(config: Config) -> List[str]:
     """End every process of the cluster, delete its namespaces and interfaces
     (those recorded and any other named like them), forget the record. Works
-    after a killed `up` or test. Returns what it removed."""
+    after a killed `up` or test. Returns what it removed. A stop signal or
+    Ctrl-C meanwhile is raised once it is done: cut short, it would leave
+    the namespaces, the bridge and the firewall's table."""
     _require_root()
+    with commands.finished_whole():
+        return _remove(config)
+
+
+def _remove(config: Config) -> List[str]:
     removed = _end_processes(config)
     recorded = state.made(config.workdir)
     for name in sorted(set(network.namespaces(config.prefix)) | {n for k, n in recorded if k == "namespace"}):
@@ -259,7 +266,9 @@ def down(config: Config) -> List[str]:
     # A node's veth pair goes with its namespace, a moment later; whatever is
     # still there then (the bridge, a pair whose namespace never came) goes now.
     network.wait_until_gone(network.veths(config.prefix), timeout=5)
-    for name in sorted(set(network.links(config.prefix)) | {n for k, n in recorded if k == "interface"}):
+    # Only names of its own: the record is a file its user can write (paths.give_back_cache), and this runs as root.
+    own = {n for k, n in recorded if k == "interface" and n.startswith(f"{config.prefix}-")}
+    for name in sorted(set(network.links(config.prefix)) | own):
         if network.delete_link(name):
             removed.append(f"interface {name}")
     for name in network.firewall_tables(config.prefix):

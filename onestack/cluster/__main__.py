@@ -72,8 +72,10 @@ def main(argv=None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        # The stack's MPIs (bench) live under the site's prefix, as for bin/onestack.
-        os.environ["ONESTACK_PREFIX"] = str(site.prefix())
+        if args.command == "bench":
+            # The stack's MPIs live under the site's prefix, as for bin/onestack;
+            # the other commands read no site file (a broken one must not keep a cluster up).
+            os.environ["ONESTACK_PREFIX"] = str(site.prefix())
         COMMANDS[args.command](config.load(args.config))
     except OnestackError as err:
         print(f"error: {err}", file=sys.stderr)

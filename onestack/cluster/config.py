@@ -129,6 +129,11 @@ def _subnet(file: Path, value) -> ipaddress.IPv4Network:
             f"172.16.0.0/12, 192.168.0.0/16), e.g. 10.213.0.0/24: "
             f"the cluster must never take an address of the outside world"
         )
+    if subnet.prefixlen > 30:
+        raise ClusterError(
+            f"{file}: subnet: {subnet} holds no node beside the controller (its network and broadcast "
+            "addresses, the controller's, a node's: /30 at least), e.g. 10.213.0.0/24"
+        )
     return subnet
 
 

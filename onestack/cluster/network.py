@@ -112,13 +112,25 @@ def make_firewall(config: Config) -> None:
     address is on the cluster's network, and every service of the host
     bound to all addresses (ssh, an agent, a resolver) would answer the
     nodes. Let in only replies and the ports of the cluster's head-side
-    programs (the ephemeral range); refuse the rest at once (a TCP reset,
-    as a closed port: a connect fails fast). Nothing that comes in on the
-    bridge is routed out, whatever the host's forwarding is set to later
-    (Docker or libvirt turn it on for every interface)."""
+    programs (the ephemeral range) at the controller's address (not at the
+    host's other addresses: another cluster's, the LAN's); refuse the rest at
+    once (a TCP reset, as a closed port: a connect fails fast). Nothing that
+    comes in on the bridge is routed out, whatever the host's forwarding is
+    set to later (Docker or libvirt turn it on for every interface), and
+    nothing from elsewhere reaches the cluster's addresses: the host takes a
+    packet for any of its addresses on any interface, so a machine of its
+    LAN could otherwise reach slurmctld by the controller's address."""
     low, high = ephemeral_ports()
-    table, bridge = firewall_table(config.prefix), config.bridge
-    rules = render.text(TEMPLATES, "firewall.nft.j2", table=table, bridge=bridge, low=low, high=high)
+    rules = render.text(
+        TEMPLATES,
+        "firewall.nft.j2",
+        table=firewall_table(config.prefix),
+        bridge=config.bridge,
+        subnet=config.subnet,
+        controller=config.controller_address,
+        low=low,
+        high=high,
+    )
     _check(subprocess.run([_nft(), "-f", "-"], input=rules, text=True, capture_output=True, timeout=30))
 
 

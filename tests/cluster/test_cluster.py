@@ -1,6 +1,7 @@
 """The virtual cluster itself: its nodes are up and distinct, a job spans
 them, and no node can reach anything outside the cluster."""
 
+import functools
 import json
 import os
 import socket
@@ -131,6 +132,46 @@ def test_a_node_reaches_no_service_of_the_host(virtual_cluster):
         }
     print(said)
     assert said == {"service": "ECONNREFUSED", "launcher": ""}, said
+
+
+# The LAN of test_nothing_from_elsewhere_reaches_the_clusters_addresses: a
+# link-local /30 (the host side first), routed nowhere else.
+LAN = ("169.254.213.1/30", "169.254.213.2/30")
+
+
+def test_nothing_from_elsewhere_reaches_the_clusters_addresses(virtual_cluster):
+    """The host takes a packet for any of its addresses on any interface: a
+    machine of its LAN that routed the cluster's subnet to it reached
+    slurmctld and the launchers by the controller's address. The LAN here is
+    a namespace of the test's own, on a veth pair outside the bridge, named
+    like the cluster's parts so that its removal takes them too."""
+    config = virtual_cluster.config
+    lan, host_side = f"{config.prefix}-lan", f"{config.prefix}-lan"
+    ip = functools.partial(subprocess.run, text=True, capture_output=True, timeout=30, check=True)
+    ip(["ip", "netns", "add", lan])
+    try:
+        ip(["ip", "link", "add", host_side, "type", "veth", "peer", "name", "eth0", "netns", lan])
+        ip(["ip", "addr", "add", LAN[0], "dev", host_side])
+        ip(["ip", "link", "set", host_side, "up"])
+        for command in (["addr", "add", LAN[1], "dev", "eth0"], ["link", "set", "eth0", "up"]):
+            ip(["ip", "-n", lan, *command])
+        ip(["ip", "-n", lan, "route", "add", str(config.subnet), "via", LAN[0].split("/")[0]])
+        with socket.socket() as launcher:
+            launcher.bind(("0.0.0.0", 0))
+            launcher.listen()
+            port = str(launcher.getsockname()[1])
+            from_lan = ip(
+                ["ip", "netns", "exec", lan, sys.executable, "-c", CONNECT_TO, config.controller_address, port]
+            )
+            from_node = virtual_cluster.on_node(
+                config.nodes[0].name, sys.executable, "-c", CONNECT_TO, config.controller_address, port
+            )
+        print("from the LAN:", from_lan.stdout, "from a node:", from_node.stdout)
+        assert from_lan.stdout.strip() == "timed out", "a machine outside reached the controller's address"
+        assert from_node.stdout.strip() == "", "a node did not reach the launchers' ports"
+    finally:
+        subprocess.run(["ip", "netns", "delete", lan], capture_output=True, timeout=30)
+        subprocess.run(["ip", "link", "delete", host_side], capture_output=True, timeout=30)
 
 
 def _free(port: int) -> bool:

@@ -31,6 +31,7 @@ def short_cluster_folder(monkeypatch):
             r"subnet: '10.213.9.1/24' is not an IPv4 network \(.*host bits set",
         ),
         ("prefix: ok\nsubnet: 10.213.9.0/29\nnodes: 9\n", r"nodes: 9 must be a whole number from 1 to 5"),
+        ("prefix: ok\nsubnet: 10.213.9.0/31\nnodes: 2\n", r"subnet: 10.213.9.0/31 holds no node beside the controller"),
     ],
 )
 def test_a_bad_description_is_refused_with_the_key(text, error, tmp_path):
@@ -69,3 +70,22 @@ def test_a_subnet_that_holds_the_hosts_resolver_or_gateway_is_refused(tmp_path, 
     monkeypatch.setattr(cluster.network, "_ip_json", lambda *args: routes)
     with pytest.raises(cluster.ClusterError, match=rf"^{file}: subnet: {subnet} holds {held}"):
         cluster.network.check_subnet_free(cluster.config.load(file))
+
+
+def test_a_removal_deletes_no_interface_of_another_name_the_record_holds(monkeypatch):
+    """The record is a file its user can write; the removal runs as root:
+    `["interface", "eth0"]` in it had `make cluster-down` delete eth0."""
+    conf = cluster.config.load(cluster.config.DEFAULT_FILE)
+    deleted = []
+    monkeypatch.setattr(cluster, "_end_processes", lambda config: [])
+    monkeypatch.setattr(cluster.state, "made", lambda workdir: [["interface", "eth0"], ["interface", conf.bridge]])
+    monkeypatch.setattr(cluster.state, "forget", lambda workdir: None)
+    monkeypatch.setattr(cluster, "leftovers", lambda config: [])
+    monkeypatch.setattr(cluster.network, "namespaces", lambda prefix: [])
+    monkeypatch.setattr(cluster.network, "release_netns_dir", lambda: False)
+    monkeypatch.setattr(cluster.network, "veths", lambda prefix: [])
+    monkeypatch.setattr(cluster.network, "links", lambda prefix: [])
+    monkeypatch.setattr(cluster.network, "delete_link", lambda name: deleted.append(name) or True)
+    monkeypatch.setattr(cluster.network, "firewall_tables", lambda prefix: [])
+    monkeypatch.setattr(cluster, "_require_root", lambda: None)
+    assert cluster.down(conf) == [f"interface {conf.bridge}"] and deleted == [conf.bridge]

@@ -964,6 +964,42 @@ def test_a_stop_between_commands_runs_onestacks_finally_blocks(tmp_path, monkeyp
 
 
 @pytest.mark.usefixtures("stop_signals_at_their_defaults")
+@pytest.mark.parametrize("signum, raised", [(signal.SIGTERM, commands.Stopped), (signal.SIGINT, KeyboardInterrupt)])
+def test_a_block_that_must_finish_raises_a_stop_at_its_end(signum, raised):
+    """A cluster's removal cut short by a SIGTERM or a Ctrl-C left its
+    namespaces, bridge and firewall table: the signal, even one that reaches
+    a command the block runs, is raised once the block is done."""
+    done = []
+    with pytest.raises(raised):
+        with commands.finished_whole():
+            code, out, _ = commands.run_whole(["bash", "-c", f"kill -{signum} {os.getpid()}; sleep 0.5; echo ran"], 30)
+            done.append((code, out))
+            time.sleep(0.1)
+            done.append("after")
+    assert done == [(0, "ran\n"), "after"]
+
+
+@pytest.mark.usefixtures("stop_signals_at_their_defaults")
+def test_a_stop_while_a_block_that_must_finish_starts_a_command_lets_the_command_run(monkeypatch):
+    """Within such a block, a SIGTERM inside Popen is the block's to raise:
+    the command it starts runs to its end, and so does the block."""
+
+    def popen_then_stopped(*args, **kwargs):
+        proc = real_popen(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)  # the handler runs in here
+        return proc
+
+    real_popen = subprocess.Popen
+    monkeypatch.setattr(subprocess, "Popen", popen_then_stopped)
+    done = []
+    with pytest.raises(commands.Stopped):
+        with commands.finished_whole():
+            done.append(commands.run_whole(["echo", "ran"], 30)[:2])
+    assert done == [(0, "ran\n")]
+
+
+@pytest.mark.usefixtures("stop_signals_at_their_defaults")
 def test_a_stop_while_a_commands_session_is_killed_leaves_none_of_it_running(monkeypatch):
     """A SIGTERM that reaches us while the session of a command past its time
     is being killed is raised once every process of it is killed, not

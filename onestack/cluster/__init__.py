@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from onestack import commands
+from onestack import commands, files
 from onestack.cluster import network, processes, slurm, state
 from onestack.cluster.config import ClusterError, Config
 from onestack.cluster.network import Counters
@@ -198,9 +198,22 @@ def _fresh_workdir(config: Config) -> None:
     (workdir / MARKER).touch()
 
 
+def _exclusive(config: Config):
+    """One process making or removing the cluster at a time, and none while a
+    test session runs on it (running): two would remove each other's parts as
+    leftovers. Beside its folder, which `up` makes anew."""
+    lock = config.workdir.parent / f".{config.prefix}.lock"
+    return files.exclusive(lock, f"making, use or removal of cluster {config.prefix}", ClusterError)
+
+
 def up(config: Config) -> Cluster:
     """Make the network, write the files, start the daemons, wait until every
     node is idle. On any failure (or interrupt) everything made is removed."""
+    with _exclusive(config):
+        return _up(config)
+
+
+def _up(config: Config) -> Cluster:
     _require_root()
     _require_tools()
     found = leftovers(config)
@@ -216,7 +229,7 @@ def up(config: Config) -> Cluster:
         try:
             _make(config)
         except BaseException:
-            down(config)
+            _down(config)
             raise
     return Cluster(config)
 
@@ -250,6 +263,11 @@ def down(config: Config) -> List[str]:
     Ctrl-C meanwhile is raised once it is done: cut short, it would leave
     the namespaces, the bridge and the firewall's table."""
     _require_root()
+    with _exclusive(config):
+        return _down(config)
+
+
+def _down(config: Config) -> List[str]:
     with commands.finished_whole():
         return _remove(config)
 
@@ -322,9 +340,9 @@ def attach(config: Config) -> Cluster:
 def running(config: Config) -> Iterator[Cluster]:
     """The cluster for the duration of a `with` block (a test module): down
     afterwards, whatever happened inside, a SIGTERM too."""
-    with commands.stopped_as_exit():
-        started = up(config)
+    with commands.stopped_as_exit(), _exclusive(config):
+        started = _up(config)
         try:
             yield started
         finally:
-            down(config)
+            _down(config)

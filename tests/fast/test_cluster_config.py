@@ -89,3 +89,14 @@ def test_a_removal_deletes_no_interface_of_another_name_the_record_holds(monkeyp
     monkeypatch.setattr(cluster.network, "firewall_tables", lambda prefix: [])
     monkeypatch.setattr(cluster, "_require_root", lambda: None)
     assert cluster.down(conf) == [f"interface {conf.bridge}"] and deleted == [conf.bridge]
+
+
+def test_a_cluster_in_use_is_not_removed_as_a_leftover(monkeypatch):
+    """A second test session on the same machine saw the first's live
+    cluster as left over, and removed it in the middle of its jobs."""
+    conf = cluster.config.load(cluster.config.DEFAULT_FILE)
+    monkeypatch.setattr(cluster, "_require_root", lambda: None)
+    monkeypatch.setattr(cluster, "_remove", lambda config: pytest.fail("removed a cluster in use"))
+    with cluster._exclusive(conf):
+        with pytest.raises(cluster.ClusterError, match=rf"another making, use or removal of cluster {conf.prefix} is"):
+            cluster.down(conf)

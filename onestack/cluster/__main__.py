@@ -76,7 +76,8 @@ def main(argv=None) -> int:
             # The stack's MPIs live under the site's prefix, as for bin/onestack;
             # the other commands read no site file (a broken one must not keep a cluster up).
             os.environ["ONESTACK_PREFIX"] = str(site.prefix())
-        COMMANDS[args.command](config.load(args.config))
+        with commands.stopped_as_exit():  # a stop raised: what a command started is ended with it
+            COMMANDS[args.command](config.load(args.config))
     except OnestackError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

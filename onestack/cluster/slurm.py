@@ -4,6 +4,7 @@ slurmd per node namespace), and the client commands users and tests run."""
 
 import os
 import re
+import signal
 import socket
 import subprocess
 import time
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from onestack import files, render
+from onestack import commands, files, render
 from onestack.cluster import processes
 from onestack.cluster.config import TEMPLATES, ClusterError, Config, Node
 
@@ -257,11 +258,13 @@ def client_env(config: Config, extra: Optional[dict] = None) -> dict:
 
 
 def command(config: Config, *argv: str, timeout: float = 60, env: Optional[dict] = None) -> subprocess.CompletedProcess:
-    """A Slurm client command (sinfo, sbatch, srun, scontrol ...) on the head node."""
-    try:
-        return subprocess.run(argv, text=True, capture_output=True, timeout=timeout, env=client_env(config, env))
-    except subprocess.TimeoutExpired as err:
-        raise ClusterError(f"`{' '.join(argv)}` did not finish within {timeout:.0f} s") from err
+    """A Slurm client command (sinfo, sbatch, srun, scontrol ...) on the head
+    node, ended whole past its time or with its caller (commands.run_whole):
+    an srun left running holds its job's nodes until the job's time limit."""
+    code, out, err = commands.run_whole(list(argv), timeout, env=client_env(config, env))
+    if code == -signal.SIGKILL:
+        raise ClusterError(f"`{' '.join(argv)}` was killed: past its {timeout:.0f} s, or by another process")
+    return subprocess.CompletedProcess(list(argv), code, out, err)
 
 
 def node_states(config: Config) -> Dict[str, str]:

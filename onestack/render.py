@@ -112,10 +112,16 @@ def def_header(value) -> str:
 
 
 def def_path(value) -> str:
-    """A path of a %files line, which Apptainer splits at whitespace and quotes."""
+    """A path of a %files line. Apptainer expands each source path as a shell
+    word (`for n in <path>`, run by an interpreter with the build host's
+    environment), so $, backticks, globs and braces would run or expand
+    there: a path of letters, digits and ._/+- alone."""
     text = def_line(value)
-    if re.search(r"[\s\"']", text):
-        raise Refused(f"{text!r}: a path of a definition file's %files takes no whitespace or quote; use one without")
+    if not re.fullmatch(r"[A-Za-z0-9._/+-]+", text):
+        raise Refused(
+            f"{text!r}: a path of a definition file's %files may hold letters, digits and . _ / + - alone "
+            "(Apptainer expands it as a shell word); use such a path (ONESTACK_CACHE, the checkout)"
+        )
     return text
 
 

@@ -38,10 +38,16 @@ def levels(flavor: Flavor, roots: Dict[str, dict]) -> List[Tuple[str, str]]:
         if roots.get(spec) and roots[spec]["installed"]:
             found.append((level, f"{roots[spec]['prefix']}/bin"))
     for _, folder in found:
-        # The table is one line per build, its folder the rest of the line.
-        if "\n" in folder or folder != folder.strip():
-            raise DispatchError(f"{flavor.module_name}: {folder!r} cannot stand in levels.conf")
+        table_folder(flavor.module_name, folder)
     return found
+
+
+def table_folder(whose: str, folder: str) -> str:
+    """A build's bin folder as levels.conf holds it: one line per build, its
+    folder the rest of the line, so no newline and no space at either end."""
+    if "\n" in folder or folder != folder.strip():
+        raise DispatchError(f"{whose}: {folder!r} cannot stand in levels.conf")
+    return folder
 
 
 def rules(flavor: Flavor) -> List[dict]:

@@ -113,6 +113,12 @@ def _load(folder: Path, app: str) -> Dict[str, Problem]:
     return problems
 
 
+# What bash reads as a keyword where a command's first word stands.
+SHELL_WORDS = frozenset(
+    "! [[ ]] { } case coproc do done elif else esac fi for function if in select then time until while".split()
+)
+
+
 def _check_words(file: Path, spec: dict) -> None:
     """Each command splits as a shell would (Problem.argv), and starts with
     its program: a quote left open, or an option first, is refused here,
@@ -139,6 +145,13 @@ def _check_words(file: Path, spec: dict) -> None:
             raise data.InputError(
                 f"{data.location(file)}: {key}: {words[0]!r} is an option, not a program (mpirun, srun or an "
                 "image's exec would take it for one of its own); start the command with the program to run"
+            )
+        if re.match(r"[A-Za-z_][A-Za-z0-9_]*=", words[0]) or words[0] in SHELL_WORDS:
+            raise data.InputError(
+                f"{data.location(file)}: {key}: {words[0]!r} is not a program: a shell reads it as "
+                "an assignment or a keyword (a run script's step would do nothing, and pass), and mpirun, "
+                "srun or an image's exec as a program's name; start the command with the program to run "
+                "(settings go in `env`)"
             )
 
 

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from onestack.modules.dispatch import CHECK, TABLE_LEVELS, choice_here
+from onestack.modules.dispatch import CHECK, TABLE_LEVELS, choice_here, table_folder
 
 STARTS = 400  # alternating pairs of starts: about a second in all
 NOOP = "/bin/true"
@@ -32,7 +32,7 @@ def _scratch_table(table: Path, build: Path) -> str:
     lines = []
     for line in table.read_text().splitlines():
         word = line.split(None, 1)[0] if line.strip() else ""
-        lines.append(f"{word} {build}" if word in TABLE_LEVELS else line)
+        lines.append(f"{word} {table_folder('the start cost', str(build))}" if word in TABLE_LEVELS else line)
     return "".join(f"{line}\n" for line in lines)
 
 

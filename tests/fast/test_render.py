@@ -1231,10 +1231,25 @@ def test_a_header_value_apptainer_would_cut_or_continue_is_refused(base):
         _definition(flavor, base=base)
 
 
-@pytest.mark.parametrize("path", ["/home/a b/cache", "/srv/it's", '/srv/"x"'])
-def test_a_files_path_apptainer_would_split_is_refused(path):
-    with pytest.raises(render.Refused, match="no whitespace or quote"):
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/home/a b/cache",
+        "/srv/it's",
+        '/srv/"x"',
+        "/srv/c$(touch${IFS}/tmp/p)",
+        "/srv/`id`",
+        "/srv/$USER",
+        "/srv/[ab]",
+        "/srv/{a,b}",
+    ],
+)
+def test_a_files_path_apptainer_would_split_or_expand_is_refused(path):
+    """Apptainer expands a %files source as a shell word on the build host:
+    `$(...)` ran there, `$USER` or a glob copied another tree."""
+    with pytest.raises(render.Refused, match="may hold letters, digits and . _ / [+] - alone"):
         render.def_path(path)
+    assert render.def_path("/home/ops/.cache/onestack/spack-export+2") == "/home/ops/.cache/onestack/spack-export+2"
 
 
 def test_a_preloaded_library_is_built_beside_its_flavors_and_never_a_module(tmp_path):

@@ -9,6 +9,7 @@ import pytest
 
 from onestack import host, paths, problems, report, stack
 from onestack.errors import OnestackError
+from onestack.modules import dispatch
 from onestack.problems.problem import memory_size
 from onestack.report import defaults, goals, measure, pairs, peak, peak_search, start_cost
 from onestack.stack import site
@@ -789,3 +790,14 @@ def test_a_hybrid_flavors_threads_do_not_count_against_a_yardstick_of_ranks_only
     goal = {"figure": "ns_per_day", "versus": "debian", "at_least": 1.2}
     judged = goals.flavor_over(goal, _app([ours, threads, debian], rate), {})
     assert judged["figure"].startswith("0.96x") and judged["verdict"] == "MISSED", judged
+
+
+def test_the_start_costs_scratch_table_refuses_a_folder_that_cannot_stand_in_it(tmp_path):
+    """Its scratch folder (from TMPDIR) is written into a copy of the
+    flavor's levels.conf: a newline in it would add a build line."""
+    table = tmp_path / "levels.conf"
+    table.write_text("x86-64-v2 /opt/a/bin\nat-most x86-64-v3 c GenuineIntel 6 0x55\n")
+    scratch = start_cost._scratch_table(table, tmp_path / "build")
+    assert scratch == f"x86-64-v2 {tmp_path / 'build'}\nat-most x86-64-v3 c GenuineIntel 6 0x55\n"
+    with pytest.raises(dispatch.DispatchError, match="cannot stand in levels.conf"):
+        start_cost._scratch_table(table, tmp_path / "t\nx86-64 /elsewhere")

@@ -45,8 +45,9 @@ def check_subnet_free(config: Config) -> None:
     """The subnet must not overlap a network the host already routes, nor
     hold an address it reaches through a gateway (its resolver, the gateway
     itself): the host would send some of its own traffic into the cluster,
-    or the reverse."""
-    for route in _ip_json("route", "show"):
+    or the reverse. Every routing table's routes: a VPN's (Tailscale's
+    table 52) are consulted before the main table's."""
+    for route in _routes():
         if route["dst"] == "default" or route.get("dev") == config.bridge:
             continue
         network = ipaddress.ip_network(route["dst"], strict=False)
@@ -65,12 +66,17 @@ def check_subnet_free(config: Config) -> None:
 RESOLV_CONF = Path("/etc/resolv.conf")
 
 
+def _routes() -> List[dict]:
+    """The host's IPv4 routes of every table (main, local, a VPN's)."""
+    return _ip_json("-4", "route", "show", "table", "all")
+
+
 def _reached_addresses() -> List[tuple]:
     """(address, what it is) of the gateways of the host's routes and the
     resolvers of its /etc/resolv.conf."""
     found = [
         (ipaddress.ip_address(route["gateway"]), "a gateway of this machine's routes")
-        for route in _ip_json("route", "show")
+        for route in _routes()
         if "gateway" in route
     ]
     for line in RESOLV_CONF.read_text().splitlines() if RESOLV_CONF.is_file() else []:

@@ -67,8 +67,20 @@ def test_a_subnet_that_holds_the_hosts_resolver_or_gateway_is_refused(tmp_path, 
     resolv.write_text("nameserver 10.255.255.53\nnameserver fe80::1%eth0\n")
     monkeypatch.setattr(cluster.network, "RESOLV_CONF", resolv)
     routes = [{"dst": "default", "gateway": "10.9.0.1", "dev": "eth0"}, {"dst": "10.8.0.0/24", "dev": "eth0"}]
-    monkeypatch.setattr(cluster.network, "_ip_json", lambda *args: routes)
+    monkeypatch.setattr(cluster.network, "_ip_json", lambda *args: routes if args[-2:] == ("table", "all") else [])
     with pytest.raises(cluster.ClusterError, match=rf"^{file}: subnet: {subnet} holds {held}"):
+        cluster.network.check_subnet_free(cluster.config.load(file))
+
+
+def test_a_subnet_another_routing_table_routes_is_refused(tmp_path, monkeypatch):
+    """A VPN's routes (Tailscale's table 52, consulted before the main
+    table): the host's own traffic to the nodes would have left by it."""
+    file = tmp_path / "cluster.yaml"
+    file.write_text("prefix: ok\nsubnet: 10.213.9.0/24\nnodes: 2\n")
+    monkeypatch.setattr(cluster.network, "RESOLV_CONF", tmp_path / "none")
+    vpn = [{"dst": "10.213.0.0/16", "dev": "tailscale0", "table": "52"}]
+    monkeypatch.setattr(cluster.network, "_ip_json", lambda *args: vpn if args[-2:] == ("table", "all") else [])
+    with pytest.raises(cluster.ClusterError, match=r"overlaps 10.213.0.0/16, a network this machine routes"):
         cluster.network.check_subnet_free(cluster.config.load(file))
 
 

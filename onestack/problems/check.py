@@ -62,6 +62,15 @@ class Absent:
         return f"{self.name}: {self.count} (at most 0) {verdict}"
 
 
+def never_reached(found) -> bool:
+    """A check of what a comparison run after the program prints (GROMACS's
+    `gmx check` of the energies and of the forces), which a job ended
+    before that comparison never printed: not a line of it, its last neither."""
+    if isinstance(found, Directions):
+        return not found.complete and not found.cosines and not found.mismatches
+    return isinstance(found, Absent) and not found.complete and found.count == 0
+
+
 class Directions:
     """Vectors a comparison lists, the reference's beside the run's (GROMACS's
     `gmx check` lists the forces beyond its tolerances): each pair must point

@@ -93,16 +93,10 @@ def _finalize_hang(outcome, checks) -> bool:
     mpich = stack.load().flavor(outcome.how.modules[0]).mpi == "mpich"
     complete = (
         checks
-        and all(c.passed or _unreached(c) for c in checks)
+        and all(c.passed or check.never_reached(c) for c in checks)
         and not check.ranks_error(outcome.problem["ranks_pattern"], outcome.problem["ranks"], outcome.output)
     )
     return mpich and outcome.exit != 0 and "DUE TO TIME LIMIT" in outcome.printed and bool(complete)
-
-
-def _unreached(found) -> bool:
-    """A check of what the problem's `after` steps print (GROMACS's forces),
-    which a run ended by its time limit never reached: no comparison at all."""
-    return isinstance(found, check.Directions) and not found.complete and not found.cosines
 
 
 def _run(cluster, problem, how, workdir, init_script, threads=1):

@@ -45,6 +45,11 @@ TOOLS = {
 }
 MARKER = ".onestack-cluster"  # a folder with it was made by `up`: `up` may empty it
 UP_TIMEOUT = 60  # seconds for the nodes to register once their slurmd runs
+# Beyond a job's time limit, until it has surely ended: slurmctld finds
+# the limit passed at its next check, signals the job, waits KillWait
+# (cluster/slurm.conf.j2), kills it, and drains a node whose processes outlive
+# UnkillableStepTimeout (Slurm's default); the rest for a loaded host.
+JOB_END_S = 200
 
 
 @dataclass
@@ -106,7 +111,7 @@ class Cluster:
                 f"--ntasks={ranks}",
                 f"--cpus-per-task={cpus_per_task}",
                 f"--time={minutes}",
-                timeout=minutes * 60 + 120,
+                timeout=minutes * 60 + JOB_END_S,
             )
             code = 0 if job.state == "COMPLETED" else int(job.exit_code.split(":")[0]) or 1
             notes = ([] if code == 0 else [f"job {job.id}: {job.state} {job.reason}"]) + list(job.returned)

@@ -162,8 +162,12 @@ def pairings() -> List[Pairing]:
 
 
 def _srun(cluster, pairing: Pairing, nodes: int, *argv: str, env: dict):
+    """The benchmark's job, and its nodes back in service after it, as
+    Cluster.run_job leaves them: a job whose kill at its time limit outlives
+    SIGKILL drains its node, and every later job needing it would wait out
+    its own limit."""
     runs_on = pairing.runs_on
-    return cluster.command(
+    proc = cluster.command(
         "srun",
         f"--nodes={nodes}",
         "--ntasks=2",
@@ -173,6 +177,9 @@ def _srun(cluster, pairing: Pairing, nodes: int, *argv: str, env: dict):
         timeout=RUN_TIMEOUT,
         env={**dict(runs_on.env), **env},
     )
+    for done in cluster.return_to_service():
+        print(f"==> imb: {pairing.name}: {done}", flush=True)
+    return proc
 
 
 def _tables(output: str) -> Dict[str, Dict[int, List[float]]]:

@@ -34,9 +34,15 @@ def _ip_json(*args: str) -> list:
     return json.loads(ip("-j", *args) or "[]")
 
 
+# Absent on a host booted with IPv6 off (ipv6.disable=1): nothing to turn off.
+IPV6_SYSCTL = Path("/proc/sys/net/ipv6")
+
+
 def _no_ipv6(sysctl_root: str, interface: str) -> None:
     """IPv6 off: no link-local addresses and router solicitations, one address
     per node for the MPIs to choose from (Open MPI would offer both)."""
+    if not IPV6_SYSCTL.is_dir():
+        return
     with open(f"{sysctl_root}/{interface}/disable_ipv6", "w") as knob:
         knob.write("1")
 
@@ -172,8 +178,9 @@ def make_link(config: Config, node: Node) -> None:
     ip("link", "add", node.name, "type", "veth", "peer", "name", NODE_INTERFACE, "netns", node.name)
     _no_ipv6("/proc/sys/net/ipv6/conf", node.name)
     # The node's IPv6 knobs live in its namespace's /proc/sys.
-    knobs = [f"net.ipv6.conf.{scope}.disable_ipv6=1" for scope in ("all", "default", NODE_INTERFACE)]
-    _check(in_node(node, "sysctl", "-q", "-w", *knobs))
+    if IPV6_SYSCTL.is_dir():
+        knobs = [f"net.ipv6.conf.{scope}.disable_ipv6=1" for scope in ("all", "default", NODE_INTERFACE)]
+        _check(in_node(node, "sysctl", "-q", "-w", *knobs))
     ip("link", "set", node.name, "master", config.bridge, "up")
     ip("-n", node.name, "addr", "add", f"{node.address}/{config.subnet.prefixlen}", "dev", NODE_INTERFACE)
     ip("-n", node.name, "link", "set", "lo", "up")

@@ -117,7 +117,7 @@ def _run(cluster, problem, how, workdir, init_script, threads=1):
         # Tolerated, and said in the run's warnings summary, not only in a passing test's output.
         warnings.warn(f"{what}: {mpis.FINALIZE_HANG}", stacklevel=2)
         why = "the time limit ended the hung run before the problem's `after` steps"
-        checks = [check.Unchecked(c.name, why) if _unreached(c) else c for c in checks]
+        checks = [check.Unchecked(c.name, why) if check.never_reached(c) else c for c in checks]
     hosts = check.hosts(outcome.printed)
     print(f"{what}: hosts {hosts}, {crossed / 1e6:.1f} MB crossed; " + "; ".join(map(str, checks)))
     assert_checks(what, checks)

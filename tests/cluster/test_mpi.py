@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from onestack.cluster import mpis, pingpong
+from onestack.cluster import JOB_END_S, mpis, pingpong
 
 MPIS = {mpi.name: mpi for mpi in mpis.DEBIAN_MPIS}
 # Few iterations, at most 2 s each: the figures do not matter here, the bytes
@@ -44,7 +44,14 @@ def run_across_nodes(cluster, script_text: str, mpi, exe: Path, folder: Path):
     script.write_text(script_text)
     env = dict(mpi.env + mpi.verbose_env, SRUN_MPI=mpi.srun_mpi, PINGPONG=str(exe), PINGPONG_ARGS=QUICK_ARGS)
     before = cluster.counters()
-    job = cluster.run_job(script, "--nodes=2", "--ntasks=2", f"--time={pingpong.TIME_LIMIT}", timeout=180, env=env)
+    job = cluster.run_job(
+        script,
+        "--nodes=2",
+        "--ntasks=2",
+        f"--time={pingpong.TIME_LIMIT}",
+        timeout=int(pingpong.TIME_LIMIT) * 60 + JOB_END_S,
+        env=env,
+    )
     after = cluster.counters()
     print(f"job {job.id}: {job.state} in {job.seconds:.1f} s\n{job.output}")
     return job, before, after

@@ -34,13 +34,35 @@ long mkl_serv_get_cache_size(int level);
 
 int mkl_serv_intel_cpu_true(void) { return 1; }
 
+/* AMD's older leaves, where a hypervisor hides leaf 0x8000001D (a guest
+   without topoext): L1 data at 0x80000005 (ECX[31:24], KiB), L2 and L3 at
+   0x80000006 (ECX[31:16] KiB, EDX[31:18] in 512 KiB units; the L3 of the
+   whole package there, where leaf 0x8000001D gives a core complex's). */
+static void amd_legacy_caches(long sizes[MAX_LEVELS + 1]) {
+    unsigned a, b, c, d, max = __get_cpuid_max(0x80000000, 0);
+    if (max >= 0x80000005) {
+        __cpuid(0x80000005, a, b, c, d);
+        if (c >> 24)
+            sizes[++sizes[0]] = (long)(c >> 24) * 1024;
+    }
+    if (sizes[0] == 1 && max >= 0x80000006) {
+        __cpuid(0x80000006, a, b, c, d);
+        if (c >> 16)
+            sizes[++sizes[0]] = (long)(c >> 16) * 1024;
+        if (sizes[0] == 2 && d >> 18)
+            sizes[++sizes[0]] = (long)(d >> 18) * 512 * 1024;
+    }
+}
+
 /* MKL's table: sizes[0] the number of data cache levels, sizes[1..] their
    sizes in bytes, the smallest first, as Intel's leaf 4 lists them. */
 static void amd_data_caches(long sizes[MAX_LEVELS + 1]) {
     unsigned a, b, c, d;
     sizes[0] = 0;
-    if (__get_cpuid_max(0x80000000, 0) < 0x8000001D)
+    if (__get_cpuid_max(0x80000000, 0) < 0x8000001D) {
+        amd_legacy_caches(sizes);
         return;
+    }
     for (unsigned sub = 0; sizes[0] < MAX_LEVELS; sub++) {
         __cpuid_count(0x8000001D, sub, a, b, c, d);
         if ((a & 0x1f) == 0)
@@ -50,6 +72,8 @@ static void amd_data_caches(long sizes[MAX_LEVELS + 1]) {
         long ways = (b >> 22) + 1, partitions = ((b >> 12) & 0x3ff) + 1, line = (b & 0xfff) + 1;
         sizes[++sizes[0]] = ways * partitions * line * ((long)c + 1);
     }
+    if (sizes[0] == 0)
+        amd_legacy_caches(sizes);
 }
 
 /* level 0: the last level's size; 1..n: that level's; else -1 (MKL's own

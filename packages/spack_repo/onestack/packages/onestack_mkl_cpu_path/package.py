@@ -20,7 +20,7 @@ class OnestackMklCpuPath(OneCFilePackage):
     homepage = "https://www.intel.com/content/www/us/en/developer/tools/oneapi/onemkl.html"
     url = pathlib.Path(__file__).parent.joinpath(SOURCE).as_uri()
 
-    version("1.1", sha256="62fc7c1ae7b054b4ecec9d76d595a9639caa8952ca5c97117b71fee835bb5cfe", expand=False)
+    version("1.2", sha256="900b383473ec6624b89bb87615159eb60102b8e459c45b9da8c45edf9dd90d2d", expand=False)
 
     source = SOURCE
     output = join_path("lib", LIBRARY)

@@ -64,9 +64,9 @@ def peak_share(goal: dict, app: dict, peak: dict) -> dict:
     judged = [run for run in runs if run[3]]
     if not judged:
         return {"figure": "-", "verdict": "not measured: no flavor ran"}
-    share, best, of, where = max(judged)
+    share, best, of, where = max(judged, key=lambda run: run[0])
     figure = f"{best:.1f} of {of:.1f} GFLOPS = {share:.1%} ({where})"
-    fastest = max(runs)
+    fastest = max(runs, key=lambda run: run[0])
     if fastest[0] > 1:
         return {
             "figure": figure,

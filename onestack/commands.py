@@ -29,7 +29,10 @@ def run_in_session(argv: List[str], capture: bool = False, **popen) -> Tuple[int
     """A command as run_whole runs it, with no time limit, its output shown
     unless captured: a Spack install or module refresh writing into the
     prefix, which a stop (a cancelled job, `kill`) must not leave running
-    once onestack, and with it its lock on the prefix, is gone."""
+    once onestack, and with it its lock on the prefix, is gone. In a session
+    of its own a terminal is not its controlling one: a program that asks
+    its stdin's terminal for its foreground group (Spack's build log) must
+    get another stdin (stdin=subprocess.DEVNULL)."""
     pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE} if capture else {}
     return _in_session(argv, None, None, **pipes, **popen)
 
@@ -80,8 +83,17 @@ class _Held:
                 self.interrupt = signal.signal(signal.SIGINT, self.hold)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, exc, traceback) -> None:
+        if exc is None:
+            self.release()
+            return
+        # The block's own error goes on, the signal said with it: raised over
+        # it, the signal would hide what the block could not do (a cluster
+        # not fully removed, its leftovers listed).
+        held, self.signum = self.signum, None
         self.release()
+        if held is not None:
+            exc.add_note(f"(stopped by signal {held} meanwhile)")
 
     def hold(self, signum, frame) -> None:
         self.signum = self.signum or signum

@@ -70,7 +70,13 @@ def exclusive(lock_file: Path, doing: str, error: type) -> Iterator[None]:
     """One process doing a thing at a time (`doing`, as the error names it):
     a second one is refused with the first's pid, never left waiting."""
     lock_file.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_file, "a+") as lock:
+    # Never through a link: a lock in a folder its user owns (the cluster's,
+    # under sudo) would have root truncate the file the link names.
+    try:
+        fd = os.open(lock_file, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as err:
+        raise error(f"{lock_file}: {err.strerror}: a lock file must be a plain file; remove it") from None
+    with os.fdopen(fd, "r+") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -478,12 +478,13 @@ def build_all(selected: List[Flavor]) -> List[Path]:
         raise ImageError("no image of the flavors asked for: they run only on the site's fabric (above)")
     built = [f for f in built if not f.desktop_unfit]
     images, refused, asked = [], [], len(built)
-    for flavor, why in [(f, _not_live(f, roots)) for f in built]:
-        if why:
-            refused.append(f"{flavor.module_name}: {why}")
-            print(f"==> images: no image of {flavor.module_name}: {why}")
-            built.remove(flavor)
-    with exclusive():
+    # The live release unchanged (no publish or rollback) from its check to the last image.
+    with publish.exclusive(), exclusive():
+        for flavor, why in [(f, _not_live(f, roots)) for f in built]:
+            if why:
+                refused.append(f"{flavor.module_name}: {why}")
+                print(f"==> images: no image of {flavor.module_name}: {why}")
+                built.remove(flavor)
         for flavor in built:
             try:
                 images.append(build(flavor, roots))

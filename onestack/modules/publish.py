@@ -101,7 +101,8 @@ def built_tree():
     the trees of such checks whose process is gone (killed)."""
     for stale in paths.prefix().glob(f"{BUILT_TREE}*"):
         pid = stale.name.removeprefix(BUILT_TREE).split("-")[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        # Another user's is theirs to remove (its folders refuse this one).
+        if pid.isdigit() and not _alive(int(pid)) and stale.stat().st_uid == os.getuid():
             remove(stale)
     tree = Path(tempfile.mkdtemp(prefix=f"{BUILT_TREE}{os.getpid()}-", dir=paths.prefix()))
     try:
@@ -482,7 +483,9 @@ def exclusive() -> contextlib.AbstractContextManager:
     or race it to the `current` link; and none while images of the live
     release are pushed (push-images), which must stay live under it."""
     root = paths.modules_root()
-    return files.exclusive(root / ".publish.lock", f"publish or rollback of {root}", PublishError)
+    return files.exclusive(
+        root / ".publish.lock", f"publish, rollback, make images or push-images of {root}", PublishError
+    )
 
 
 def _history_file() -> Path:

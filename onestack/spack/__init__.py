@@ -3,6 +3,7 @@
 import contextlib
 import hashlib
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -208,7 +209,7 @@ def run(*args: str, quiet: bool = False, env: Optional[Dict[str, str]] = None, s
     said = said or " ".join(args)
     print(f"==> spack {said}", flush=True)
     started = time.monotonic()
-    code, out, err = commands.run_in_session(cmd, capture=quiet, env=env)
+    code, out, err = commands.run_in_session(cmd, capture=quiet, env=env, stdin=subprocess.DEVNULL)
     if code != 0:
         detail = (out + err)[-4000:] if quiet else ""
         raise SpackError(f"`spack {said}` failed (exit {code})\n{detail}")
@@ -223,7 +224,7 @@ def query(script: str, *args: str):
     module index) where no Spack command prints the fact we need.
     """
     cmd = command("python", str(INSIDE_SPACK / f"{script}.py"), *args)
-    code, out, err = commands.run_in_session(cmd, capture=True)
+    code, out, err = commands.run_in_session(cmd, capture=True, stdin=subprocess.DEVNULL)
     if code != 0:
         sys.stderr.write(err)
         raise SpackError(f"spack python {script}.py failed (exit {code})")

@@ -155,3 +155,26 @@ def test_check_built_trees_are_removed_after_and_those_of_killed_checks_first(tm
         assert not stale.exists() and running.is_dir()
         _published_like(tree / "release", dispatcher)
     assert not tree.exists() and running.is_dir()
+
+
+def test_a_lock_is_never_taken_through_a_link(tmp_path):
+    """The cluster's lock lies in its user's folder, and root takes it under
+    sudo: through a link there, root truncated the file the link named."""
+    victim = tmp_path / "shadow"
+    victim.write_text("kept\n")
+    (tmp_path / ".oscl.lock").symlink_to(victim)
+    with pytest.raises(RuntimeError, match=r"\.oscl\.lock: Too many levels of symbolic links: a lock file must be"):
+        with files.exclusive(tmp_path / ".oscl.lock", "a test", RuntimeError):
+            pass
+    assert victim.read_text() == "kept\n"
+
+
+def test_another_users_check_tree_is_left_to_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("ONESTACK_PREFIX", str(tmp_path))
+    killed = subprocess.Popen(["true"])
+    killed.wait()
+    theirs = tmp_path / f"{publish.BUILT_TREE}{killed.pid}-xyz"
+    theirs.mkdir()
+    os.chown(theirs, 65534, 65534) if os.getuid() == 0 else pytest.skip("not root: cannot make another user's folder")
+    with publish.built_tree():
+        assert theirs.is_dir()

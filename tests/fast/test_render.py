@@ -12,6 +12,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -997,6 +998,39 @@ def test_a_stop_while_a_block_that_must_finish_starts_a_command_lets_the_command
         with commands.finished_whole():
             done.append(commands.run_whole(["echo", "ran"], 30)[:2])
     assert done == [(0, "ran\n")]
+
+
+@pytest.mark.usefixtures("stop_signals_at_their_defaults")
+def test_a_block_that_must_finish_and_fails_keeps_its_error_and_says_the_stop():
+    """A removal that failed (its leftovers listed) while a SIGTERM was held:
+    raised over its error, the signal hid it, and the CLI said all was removed."""
+    with pytest.raises(RuntimeError, match="not fully removed") as failed:
+        with commands.finished_whole():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.1)
+            raise RuntimeError("cluster oscl not fully removed: namespace oscl-n1")
+    assert "(stopped by signal 15 meanwhile)" in failed.value.__notes__
+
+
+def test_spack_runs_from_a_terminal(tmp_path):
+    """In a session of its own, the terminal it was given as stdin is not
+    its controlling one: Spack's build log asks it for its foreground group
+    (tcgetpgrp), failed, and lost the build's output."""
+    probe = "import os, sys; sys.exit(1 if os.isatty(0) and os.tcgetpgrp(0) < 0 else 0)"
+    program = (
+        "import sys\nfrom onestack import spack\n"
+        f"spack.command = lambda *args: [sys.executable, '-c', {probe!r}]\n"
+        "spack.run('install')\n"
+    )
+    (tmp_path / "run.py").write_text(program)
+    shell = subprocess.run(
+        ["script", "-qec", f"{shlex.quote(sys.executable)} {tmp_path / 'run.py'}", "/dev/null"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(paths.REPO)},
+    )
+    assert shell.returncode == 0, shell.stdout + shell.stderr
 
 
 @pytest.mark.usefixtures("stop_signals_at_their_defaults")

@@ -69,7 +69,7 @@ def test_a_second_publish_or_rollback_is_refused_while_one_runs(modules_root):
         lock.flush()
         for command in (["publish", "--force"], ["rollback"]):
             refused = onestack(*command, env_extra=modules_root)
-            assert refused.returncode == 1 and "another publish or rollback" in refused.stderr, refused.stderr
+            assert refused.returncode == 1 and "another publish, rollback" in refused.stderr, refused.stderr
             assert "pid 4242" in refused.stderr and _current(modules_root) == live
 
 

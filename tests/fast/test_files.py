@@ -165,7 +165,7 @@ def test_a_lock_is_never_taken_through_a_link(tmp_path):
     (tmp_path / ".oscl.lock").symlink_to(victim)
     with pytest.raises(RuntimeError, match=r"\.oscl\.lock: Too many levels of symbolic links: a lock file must be"):
         with files.exclusive(tmp_path / ".oscl.lock", "a test", RuntimeError):
-            pass
+            pytest.fail("the lock was taken through a link")
     assert victim.read_text() == "kept\n"
 
 

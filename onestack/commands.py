@@ -84,7 +84,7 @@ class _Held:
         return self
 
     def __exit__(self, exc_type, exc, traceback) -> None:
-        if exc is None:
+        if exc is None or _Held.current is not self:  # released already: what it held was raised then
             self.release()
             return
         # The block's own error goes on, the signal said with it: raised over

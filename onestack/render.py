@@ -111,16 +111,21 @@ def def_header(value) -> str:
     return text
 
 
+# A path that lands unquoted where a space, #, $ or a glob would break it or
+# be expanded (slurm.conf, a definition file's %files): refused, not escaped.
+SAFE_PATH = re.compile(r"/[A-Za-z0-9._/+-]*")
+
+
 def def_path(value) -> str:
     """A path of a %files line. Apptainer expands each source path as a shell
     word (`for n in <path>`, run by an interpreter with the build host's
     environment), so $, backticks, globs and braces would run or expand
     there: a path of letters, digits and ._/+- alone."""
     text = def_line(value)
-    if not re.fullmatch(r"[A-Za-z0-9._/+-]+", text):
+    if not SAFE_PATH.fullmatch(text):
         raise Refused(
-            f"{text!r}: a path of a definition file's %files may hold letters, digits and . _ / + - alone "
-            "(Apptainer expands it as a shell word); use such a path (ONESTACK_CACHE, the checkout)"
+            f"{text!r}: a path of a definition file's %files is absolute and may hold letters, digits and "
+            ". _ / + - alone (Apptainer expands it as a shell word); use such a path (ONESTACK_CACHE, the checkout)"
         )
     return text
 

@@ -11,6 +11,7 @@ from typing import Tuple
 from onestack import data as onestack_data
 from onestack import paths
 from onestack.errors import OnestackError
+from onestack.render import SAFE_PATH
 
 # The cluster's files: its description, and the templates of what `up` writes.
 TEMPLATES = paths.REPO / "cluster"
@@ -22,9 +23,6 @@ NODE_INTERFACE = "eth0"
 # "<prefix>-br" must fit.
 PREFIX_PATTERN = re.compile(r"[a-z][a-z0-9]{1,7}")
 MAX_NODES = 64
-# The cluster's folder lands unquoted in slurm.conf (a space or '#' would
-# break it); anything else is refused rather than escaped.
-SAFE_PATH = re.compile(r"/[A-Za-z0-9._/+-]*")
 # AF_UNIX socket paths have at most 107 bytes, and the longest in the folder
 # is each job step's slurmstepd socket, nodes/<node>/spool/<node>_<job>.<step>
 # (a node name of MAX_NODES, a job id of Slurm's MaxJobId, a step id of 10
@@ -149,6 +147,7 @@ def _node_count(file: Path, value, subnet: ipaddress.IPv4Network) -> int:
 
 def _workdir(prefix: str) -> Path:
     workdir = clusters_dir().absolute() / prefix
+    # It lands unquoted in slurm.conf.
     if not SAFE_PATH.fullmatch(str(workdir)) or len(str(workdir)) > MAX_WORKDIR_LENGTH:
         raise ClusterError(
             f"the cluster folder {workdir} must be a path of at most {MAX_WORKDIR_LENGTH} "

@@ -102,7 +102,7 @@ def _default(app: str, cases: dict, out: Path, full: bool) -> dict:
         "default_change": change,
         "default_note": defaults.note(best, default, beyond_noise, change, headline),
         "default_measured_elsewhere": defaults.measured_elsewhere(app),
-        # Written by _record_defaults once the whole report is
+        # Written by _record_defaults, once the whole report is written
         "default_record": (app, chosen, defaults.reason(chosen, headline, out.name, beyond_noise)) if written else None,
     }
 
@@ -256,8 +256,7 @@ def _chart(out: Path, apps: List[dict], measured_peak: dict, source: str) -> Non
     cores its runs take (a rank each)."""
     for a in apps:
         for case, measured in a["cases"].items():
-            cores = min(measured["ranks"], measured_peak["cores"])
-            its_peak = {"gflops": measured_peak["gflops"] * cores / measured_peak["cores"], "cores": cores}
+            its_peak = peak.of_cores(measured_peak, measured["ranks"])
             measured["charts"] = [
                 page.chart(out, a["app"], case, name, how, measured["results"], its_peak, source)
                 for name, how in measured["figures"].items()

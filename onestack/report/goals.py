@@ -9,6 +9,7 @@ from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 from onestack import data, host, paths
 from onestack.report import pairs, start_cost
+from onestack.report.peak import of_cores
 from onestack.stack import cpus
 
 GOALS_FILE = "report/goals.yaml"
@@ -49,7 +50,7 @@ def peak_share(goal: dict, app: dict, peak: dict) -> dict:
     mismeasured."""
     runs = []  # (share, GFLOPS, the peak of its cores, where; the fastest run of the case)
     for case in _headline(app["cases"]).values():
-        cores_peak = peak["gflops"] * min(case.get("ranks", peak["cores"]), peak["cores"]) / peak["cores"]
+        cores_peak = of_cores(peak, case.get("ranks", peak["cores"]))["gflops"]
         for r in (r for r in case["results"] if goal["figure"] in r["figures"]):
             figure = r["figures"][goal["figure"]]
             # Any run above its peak (a baseline's, a twin's) says the peak was mismeasured; flavors are judged.

@@ -51,3 +51,10 @@ def combined(before: dict, after: dict) -> dict:
         "min": min(samples),
         "median": statistics.median(samples),
     }
+
+
+def of_cores(measured: dict, ranks: int) -> dict:
+    """The measured peak of the cores a case's runs take, a rank each (the
+    peak is every core's): what a run of that case is judged and charted against."""
+    cores = min(ranks, measured["cores"])
+    return {"gflops": measured["gflops"] * cores / measured["cores"], "cores": cores}

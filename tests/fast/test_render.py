@@ -1281,7 +1281,7 @@ def test_a_header_value_apptainer_would_cut_or_continue_is_refused(base):
 def test_a_files_path_apptainer_would_split_or_expand_is_refused(path):
     """Apptainer expands a %files source as a shell word on the build host:
     `$(...)` ran there, `$USER` or a glob copied another tree."""
-    with pytest.raises(render.Refused, match="may hold letters, digits and . _ / [+] - alone"):
+    with pytest.raises(render.Refused, match="is absolute and may hold letters, digits and . _ / [+] - alone"):
         render.def_path(path)
     assert render.def_path("/home/ops/.cache/onestack/spack-export+2") == "/home/ops/.cache/onestack/spack-export+2"
 
